@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# NTRDMA top-level build.
+#   make            install missing Debian packages, build every kernel and
+#                   userspace part
+#   make check      the test suite (unit tests + selftests in both topologies)
+#   make demo       the main job on the emulated default (two hosts)
+#   make lint       checkpatch --strict and sparse on the kernel code
+
+ROOT      := $(CURDIR)
+KVER      ?= $(shell $(ROOT)/scripts/kver.sh 2>/dev/null)
+KDIR      ?= /lib/modules/$(KVER)/build
+BUILD     := $(ROOT)/build
+KEXT      := $(BUILD)/kernel
+USERBUILD := $(BUILD)/user
+export KVER KDIR
+
+# Out of tree the CONFIG_ symbols come from here.
+KCONFIG := CONFIG_NTB_HW_IVSHMEM=m
+KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
+	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
+
+.PHONY: all deps kernel-ext modules user check unit selftests demo lint \
+	sparse checkpatch clean
+
+all: modules user
+
+deps:
+	@$(ROOT)/scripts/install-deps.sh
+
+kernel-ext: deps
+	@$(ROOT)/scripts/build-kernel-ext.sh
+
+modules: kernel-ext
+	+$(KMAKE) modules
+
+user: deps
+	cmake -S $(ROOT) -B $(USERBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(USERBUILD) -j$$(nproc)
+
+check: all
+	@$(ROOT)/scripts/check.sh
+
+unit: user
+	cd $(USERBUILD) && ctest --output-on-failure
+
+demo: all
+	@$(ROOT)/scripts/demo.sh
+
+sparse: kernel-ext
+	+$(KMAKE) C=2 modules
+
+checkpatch: kernel-ext
+	@$(ROOT)/scripts/checkpatch.sh
+
+lint: checkpatch sparse
+
+clean:
+	-$(KMAKE) clean
+	rm -rf $(BUILD)

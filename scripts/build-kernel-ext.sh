@@ -1,0 +1,57 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# Build the kernel parts the distribution kernel leaves out (the NTB core, the
+# stock NTB clients, ntb_netdev and siw) from the distribution's linux-source
+# package, into build/kernel/. Nothing of this goes into the repository.
+# Also extracts scripts/checkpatch.pl and the NTB selftest for later steps.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+KDIR=${KDIR:-/lib/modules/$("$ROOT/scripts/kver.sh")/build}
+SRC_TAR=${LINUX_SOURCE_TAR:-$(ls /usr/src/linux-source-*.tar.xz | sort -V | tail -1)}
+OUT=$ROOT/build/kernel
+LSRC=$ROOT/build/linux-src
+
+if grep -q '^CONFIG_NTB=' "$KDIR/.config" 2>/dev/null; then
+	echo "build-kernel-ext: $KDIR has CONFIG_NTB; using the kernel's own NTB core"
+	exit 0
+fi
+
+stamp=$LSRC/.extracted
+if [ ! -f "$stamp" ] || [ "$SRC_TAR" -nt "$stamp" ]; then
+	rm -rf "$LSRC"
+	mkdir -p "$LSRC"
+	top=$(basename "$SRC_TAR" .tar.xz)
+	tar -C "$LSRC" --strip-components=1 -xJf "$SRC_TAR" \
+		"$top/drivers/ntb" "$top/drivers/net/ntb_netdev.c" \
+		"$top/drivers/infiniband/sw/siw" \
+		"$top/tools/testing/selftests/ntb" \
+		"$top/tools/testing/selftests/kselftest.h" \
+		"$top/scripts/checkpatch.pl" "$top/scripts/spelling.txt" \
+		"$top/scripts/const_structs.checkpatch"
+	touch "$stamp"
+fi
+
+mkdir -p "$OUT/siw"
+for f in drivers/ntb/core.c drivers/ntb/ntb_transport.c \
+	 drivers/net/ntb_netdev.c drivers/ntb/test/ntb_tool.c \
+	 drivers/ntb/test/ntb_perf.c drivers/ntb/test/ntb_pingpong.c; do
+	cmp -s "$LSRC/$f" "$OUT/$(basename "$f")" || cp "$LSRC/$f" "$OUT/"
+done
+cp -u "$LSRC"/drivers/infiniband/sw/siw/*.[ch] "$OUT/siw/"
+
+cat > "$OUT/Kbuild" <<'KB'
+obj-m += ntb.o ntb_transport.o ntb_netdev.o ntb_tool.o ntb_perf.o ntb_pingpong.o
+ntb-y := core.o
+KB
+cat > "$OUT/siw/Kbuild" <<'KB'
+obj-m += siw.o
+siw-y := siw_cm.o siw_cq.o siw_main.o siw_mem.o siw_qp.o siw_qp_tx.o \
+	 siw_qp_rx.o siw_verbs.o
+KB
+
+make -s -C "$KDIR" M="$OUT" modules
+make -s -C "$KDIR" M="$OUT/siw" CONFIG_RDMA_SIW=m modules
+cp "$OUT/siw/siw.ko" "$OUT/siw.ko"
+echo "build-kernel-ext: built $(cd "$OUT" && ls ./*.ko | xargs -n1 basename | tr '\n' ' ')"

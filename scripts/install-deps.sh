@@ -1,0 +1,30 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# Install the Debian 12 packages NTRDMA needs to build and test, idempotently.
+# Fast when everything is present (one dpkg-query); otherwise apt-get as root.
+set -euo pipefail
+
+PKGS=(
+	build-essential bc bison flex kmod cpio xz-utils libelf-dev libssl-dev
+	cmake libgtest-dev clang-format sparse
+	linux-image-amd64 linux-headers-amd64 linux-source-6.1
+	qemu-system-x86 busybox-static iproute2 iputils-ping ethtool
+	iperf3 rdma-core ibverbs-utils libibverbs-dev librdmacm-dev
+	rdmacm-utils perftest qperf python3
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	st=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+	[ "$st" = installed ] || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing: ${missing[*]}"
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
