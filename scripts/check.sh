@@ -1,0 +1,93 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# `make check`: lint, unit tests (CTest), then the selftests in both test-bed
+# topologies. Prints KTAP and ends with "N passed, N failed"; exits non-zero
+# on any failure. Expects `make all` to have run (the Makefile does that).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${CHECK_OUT:-$ROOT/build/check}
+TOPOS=${CHECK_TOPOS:-loop pair}
+rm -rf "$OUT"
+mkdir -p "$OUT"
+pass=0
+fail=0
+skip=0
+
+result() { # ok|fail NAME
+	if [ "$1" = ok ]; then
+		pass=$((pass + 1))
+		echo "ok - $2"
+	else
+		fail=$((fail + 1))
+		echo "not ok - $2"
+	fi
+}
+
+echo "TAP version 13"
+echo "# lint: checkpatch --strict"
+if "$ROOT/scripts/checkpatch.sh" > "$OUT/checkpatch.log" 2>&1; then
+	result ok "checkpatch --strict clean"
+else
+	sed 's/^/# /' "$OUT/checkpatch.log" | tail -40
+	result fail "checkpatch --strict clean"
+fi
+echo "# lint: sparse"
+make -s -C "$ROOT" sparse > "$OUT/sparse.log" 2>&1
+if grep -qE 'warning:|error:' "$OUT/sparse.log"; then
+	grep -E 'warning:|error:' "$OUT/sparse.log" | sed 's/^/# /' | head -40
+	result fail "sparse clean"
+else
+	result ok "sparse clean"
+fi
+
+echo "# unit tests (ctest)"
+(cd "$ROOT/build/user" && ctest --output-on-failure) > "$OUT/ctest.log" 2>&1
+sed 's/^/# /' "$OUT/ctest.log" | grep -E 'Test +#|tests passed|Failed' | head -200
+while read -r status name; do
+	if [ "$status" = Passed ]; then result ok "unit: $name"; else result fail "unit: $name"; fi
+done < <(sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) \.+ *(\*\*\*)?([A-Za-z]+).*/\3 \1/p' "$OUT/ctest.log")
+if ! grep -q 'tests passed' "$OUT/ctest.log"; then
+	result fail "unit: ctest did not run"
+fi
+
+for topo in $TOPOS; do
+	echo "# selftests, topology: $topo"
+	tout=$OUT/$topo
+	mkdir -p "$tout"
+	"$ROOT/scripts/testbed.sh" --topo "$topo" --flat 0 --timeout 1800 \
+		--out "$tout" -- selftests/run.sh > "$tout/testbed.log" 2>&1
+	rc=$?
+	ktap=$(ls "$tout"/ktap.*.txt 2>/dev/null | head -1)
+	if [ -z "$ktap" ]; then
+		tail -30 "$tout/testbed.log" | sed 's/^/# /'
+		result fail "$topo: selftests produced no KTAP (testbed exit $rc)"
+		continue
+	fi
+	sed "s/^/# [$topo] /" "$ktap"
+	# Leaf results: the indented subtests of each test program.
+	while IFS= read -r line; do
+		name="$topo: ${line#*ok }"
+		case $line in
+		*"# SKIP"*) skip=$((skip + 1)); echo "ok - $name" ;;
+		"not ok"*) result fail "$name" ;;
+		*) result ok "$name" ;;
+		esac
+	done < <(sed -nE 's/^    ((not )?ok [0-9]+ .*)/\1/p' "$ktap")
+	# A test program that failed without leaf results, or a dirty console.
+	if grep -qE '^not ok [0-9]+ selftests' "$ktap" &&
+	   ! grep -qE '^    not ok' "$ktap"; then
+		result fail "$topo: a test program failed: $(grep -E '^not ok' "$ktap" | head -1)"
+	fi
+	if [ $rc -ne 0 ]; then
+		tail -20 "$tout/testbed.log" | sed 's/^/# /'
+		result fail "$topo: test bed run clean (exit $rc; console check, timeout or test failure)"
+	else
+		result ok "$topo: test bed run clean (no oops/WARN/BUG/lockup on any console)"
+	fi
+	[ -f "$tout/metrics.txt" ] && sed 's/^/# metric /' "$tout/metrics.txt"
+done
+
+echo "# skipped: $skip"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

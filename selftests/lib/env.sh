@@ -1,0 +1,85 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# Environment for NTRDMA selftests. On a real pair of NTB hosts set
+# NTRDMA_REMOTE=<host> (reached with ssh) or leave it empty for a loopback NTB;
+# inside the test bed (scripts/testbed.sh) NTRDMA_TOPO says loop or pair and
+# the `remote` command reaches the other guest.
+
+SELFTEST_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+: "${NTRDMA_ROOT:=$(cd "$SELFTEST_DIR/.." && pwd)}"
+: "${NTRDMA_OUT:=/tmp}"
+: "${DEBUGFS:=/sys/kernel/debug}"
+export NTRDMA_ROOT NTRDMA_OUT DEBUGFS
+
+# Is the other side another host?
+is_pair() {
+	[ "${NTRDMA_TOPO:-}" = pair ] || [ -n "${NTRDMA_REMOTE:-}" ]
+}
+
+# peer CMD: run a shell command line on the host of the peer port.
+peer() {
+	if [ "${NTRDMA_TOPO:-}" = pair ]; then
+		remote "$*"
+	elif [ -n "${NTRDMA_REMOTE:-}" ]; then
+		ssh "$NTRDMA_REMOTE" "$*"
+	else
+		sh -c "$*"
+	fi
+}
+
+# Remote host name for ntb_test.sh -r ("" for loopback).
+remote_host() {
+	if [ "${NTRDMA_TOPO:-}" = pair ]; then
+		echo peer
+	else
+		echo "${NTRDMA_REMOTE:-}"
+	fi
+}
+
+# In the test bed, make modprobe find the modules we built (both sides).
+install_modules() {
+	local cmd
+	[ -d "$NTRDMA_ROOT/build/kernel" ] || return 0
+	cmd="d=/lib/modules/\$(uname -r)/extra/ntrdma; mkdir -p \$d &&
+	     cp $NTRDMA_ROOT/build/kernel/*.ko $NTRDMA_ROOT/ntb_hw/*.ko \$d/ &&
+	     depmod -a"
+	sh -c "$cmd" || return 1
+	if is_pair; then peer "$cmd" || return 1; fi
+	mountpoint -q "$DEBUGFS" || mount -t debugfs none "$DEBUGFS"
+	if is_pair; then
+		peer "mountpoint -q $DEBUGFS || mount -t debugfs none $DEBUGFS"
+	fi
+}
+
+# NTB devices: local_ntb_devs lists ours; peer_ntb_devs the peer host's.
+local_ntb_devs() { ls -1 /sys/bus/ntb/devices 2>/dev/null | sort; }
+peer_ntb_devs() { peer "ls -1 /sys/bus/ntb/devices 2>/dev/null | sort"; }
+
+# The (local, remote) device pair: in a loopback the two ports of one host.
+ntb_pair() {
+	if is_pair; then
+		LOCAL_DEV=$(local_ntb_devs | head -1)
+		REMOTE_DEV=$(peer_ntb_devs | head -1)
+	else
+		LOCAL_DEV=$(local_ntb_devs | sed -n 1p)
+		REMOTE_DEV=$(local_ntb_devs | sed -n 2p)
+	fi
+	[ -n "$LOCAL_DEV" ] && [ -n "$REMOTE_DEV" ]
+}
+
+# wait_for SECS CMD...: poll CMD every 0.1 s until it succeeds.
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.1
+	done
+}
+
+# metric NAME VALUE UNIT: record a measurement for the run's summary.
+metric() {
+	echo "# metric: $1 = $2 $3"
+	echo "${NTRDMA_TOPO:-host} $1 $2 $3" >> "$NTRDMA_OUT/metrics.txt" 2>/dev/null || true
+}
