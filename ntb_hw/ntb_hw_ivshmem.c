@@ -213,11 +213,19 @@ static int ivntb_link_disable(struct ntb_dev *ntb)
 	return 0;
 }
 
-/* ---- ports ---- */
+/*
+ * ---- ports ----
+ *
+ * A two-port NTB may leave its ports unnumbered (both 0), as the NTB API
+ * allows. This one does: ntb_perf then uses MW 0 in both directions, which
+ * matters here because it queries the alignment of one window and translates
+ * another, and our inbound buffers are placed by the alignment query. The
+ * ivshmem id (0 or 1) stays internal: it addresses the register file blocks.
+ */
 
 static int ivntb_port_number(struct ntb_dev *ntb)
 {
-	return ntb_ivntb(ntb)->port;
+	return 0;
 }
 
 static int ivntb_peer_port_count(struct ntb_dev *ntb)
@@ -229,12 +237,12 @@ static int ivntb_peer_port_number(struct ntb_dev *ntb, int pidx)
 {
 	if (pidx != 0)
 		return -EINVAL;
-	return ntb_ivntb(ntb)->peer_port;
+	return 0;
 }
 
 static int ivntb_peer_port_idx(struct ntb_dev *ntb, int port)
 {
-	if (port != ntb_ivntb(ntb)->peer_port)
+	if (port != 0)
 		return -EINVAL;
 	return 0;
 }
