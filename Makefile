@@ -16,7 +16,7 @@ USERBUILD := $(BUILD)/user
 export KVER KDIR
 
 # Out of tree the CONFIG_ symbols come from here.
-KCONFIG := CONFIG_NTB_HW_IVSHMEM=m
+KCONFIG := CONFIG_NTB_HW_IVSHMEM=m CONFIG_NTRDMA=m
 KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
 	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
 

@@ -170,7 +170,7 @@ static void ivntb_link_check(struct ivntb_dev *iv)
 	spin_unlock_irqrestore(&iv->lock, flags);
 
 	if (changed) {
-		dev_info(&iv->ntb.dev, "link %s (peer port %d, generation %u)\n",
+		dev_info(&iv->fn[IVNTB_FN_REGS]->dev, "link %s (peer port %d, generation %u)\n",
 			 up ? "up" : "down", iv->peer_port,
 			 blk_read(iv->pblk, IVNTB_OFF_GENERATION));
 		ntb_link_event(&iv->ntb);
@@ -532,8 +532,8 @@ static u64 ivntb_msg_read_sts(struct ntb_dev *ntb)
 
 static int ivntb_msg_clear_sts(struct ntb_dev *ntb, u64 sts_bits)
 {
-	if (sts_bits & ~IVNTB_MSG_INBITS)
-		return -EINVAL;
+	/* Like a write-1-to-clear register: reserved bits are ignored. */
+	sts_bits &= IVNTB_MSG_INBITS;
 	atomic_andnot((int)sts_bits, blk_msg_sts(ntb_ivntb(ntb)->lblk));
 	return 0;
 }

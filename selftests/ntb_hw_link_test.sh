@@ -19,7 +19,8 @@ fi
 ktap_pass "ntb devices present: $LOCAL_DEV / $REMOTE_DEV"
 
 modprobe ntb_tool && { ! is_pair || peer modprobe ntb_tool; }
-LINK=$DEBUGFS/ntb_tool/$LOCAL_DEV/link
+# ntb_tool: peerN/link reads Y/N; the top-level link file is write-only
+LINK=$DEBUGFS/ntb_tool/$LOCAL_DEV/peer0/link
 link_is() { [ "$(cat "$LINK" 2>/dev/null)" = "$1" ]; }
 ktap_check "link up with ntb_tool on both ports" wait_for 10 link_is Y
 

@@ -11,6 +11,8 @@
 
 NTB_TEST=${NTB_TEST_SH:-$NTRDMA_ROOT/build/linux-src/tools/testing/selftests/ntb/ntb_test.sh}
 PERF_ORDER=${NTB_PERF_ORDER:-27}
+# ntb_perf kmallocs a source buffer as large as the window: keep it <= 4 MiB
+PERF_MAX_MW=${NTB_PERF_MAX_MW:-4194304}
 
 # Section kinds ntb_test.sh must report as Passed, with how many times.
 EXPECTED="port:1 link:2 db:2 spad:2 msg:2 mw0:2 mw1:2 ping_pong:1 local_perf:1 remote_perf:1"
@@ -34,8 +36,8 @@ if [ -n "$rh" ]; then
 else
 	set -- "$LOCAL_DEV" "$REMOTE_DEV"
 fi
-ktap_diag "ntb_test.sh -p $PERF_ORDER $*"
-timeout 900 bash "$NTB_TEST" -p "$PERF_ORDER" "$@" > "$log" 2>&1
+ktap_diag "ntb_test.sh -p $PERF_ORDER -w $PERF_MAX_MW $*"
+timeout 900 bash "$NTB_TEST" -p "$PERF_ORDER" -w "$PERF_MAX_MW" "$@" > "$log" 2>&1
 rc=$?
 sed 's/^/# /' "$log"
 

@@ -42,7 +42,7 @@ install_modules() {
 	local cmd
 	[ -d "$NTRDMA_ROOT/build/kernel" ] || return 0
 	cmd="d=/lib/modules/\$(uname -r)/extra/ntrdma; mkdir -p \$d &&
-	     cp $NTRDMA_ROOT/build/kernel/*.ko $NTRDMA_ROOT/ntb_hw/*.ko \$d/ &&
+	     cp $NTRDMA_ROOT/build/kernel/*.ko $NTRDMA_ROOT/ntb_hw/*.ko $NTRDMA_ROOT/*.ko \$d/ &&
 	     depmod -a"
 	sh -c "$cmd" || return 1
 	if is_pair; then peer "$cmd" || return 1; fi

@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA link: bootstrap handshake over scratchpads, then a heartbeat in
+ * window memory. The link is up for both faces when both sides have accepted
+ * each other's session epoch and the peer's heartbeat keeps moving.
+ *
+ * Sessions: every side picks a random non-zero epoch when it starts and again
+ * after every link loss, and publishes it with the address of its inbox in the
+ * peer's scratchpads. A side accepts the peer's epoch after validating what
+ * the peer published, and acknowledges it; the link comes up when each side
+ * sees its own epoch acknowledged. A reload or reboot of either side changes
+ * its epoch, which the other side notices and follows.
+ */
+
+#include <linux/io.h>
+#include <linux/jiffies.h>
+#include <linux/moduleparam.h>
+#include <linux/random.h>
+
+#include "ntrdma.h"
+
+unsigned int ntrdma_heartbeat_ms = 100;
+module_param_named(heartbeat_ms, ntrdma_heartbeat_ms, uint, 0444);
+MODULE_PARM_DESC(heartbeat_ms, "Heartbeat period in ms (default 100)");
+
+unsigned int ntrdma_heartbeat_timeout_ms = 500;
+module_param_named(heartbeat_timeout, ntrdma_heartbeat_timeout_ms, uint, 0444);
+MODULE_PARM_DESC(heartbeat_timeout,
+		 "Link down after the peer's heartbeat stalls this long, in ms (default 500)");
+
+static unsigned long ntrdma_hb_period(void)
+{
+	return msecs_to_jiffies(clamp(ntrdma_heartbeat_ms, 10U, 1000U));
+}
+
+static unsigned long ntrdma_hb_timeout(void)
+{
+	unsigned int t = max(ntrdma_heartbeat_timeout_ms,
+			     2 * clamp(ntrdma_heartbeat_ms, 10U, 1000U));
+
+	return msecs_to_jiffies(t);
+}
+
+bool ntrdma_link_is_up(struct ntrdma_dev *ndev)
+{
+	return READ_ONCE(ndev->state) == NTRDMA_LINK_UP;
+}
+
+static u32 ntrdma_new_epoch(u32 old)
+{
+	u32 e;
+
+	do {
+		e = get_random_u32();
+	} while (!e || e == old);
+	return e;
+}
+
+static void ntrdma_ring_ctrl(struct ntrdma_dev *ndev)
+{
+	ntb_peer_db_set(ndev->ntb, BIT_ULL(NTRDMA_DB_CTRL));
+}
+
+/* Publish our session into the peer's scratchpads; magic last. */
+static void ntrdma_publish(struct ntrdma_dev *ndev)
+{
+	struct ntb_dev *ntb = ndev->ntb;
+
+	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_MAGIC, 0);
+	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_VERSION, NTRDMA_VERSION);
+	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_EPOCH, ndev->epoch);
+	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_INBOX_LO,
+			    lower_32_bits(ndev->inbox_dma));
+	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_INBOX_HI,
+			    upper_32_bits(ndev->inbox_dma));
+	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_INBOX_SIZE, ndev->inbox_size);
+	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_ACK, ndev->peer_epoch);
+	wmb(); /* the fields before the magic that validates them */
+	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_MAGIC, NTRDMA_MAGIC);
+	ntrdma_ring_ctrl(ndev);
+}
+
+static int ntrdma_set_flat_trans(struct ntrdma_dev *ndev)
+{
+	resource_size_t align, size_align, size_max;
+	int rc;
+
+	rc = ntb_mw_get_align(ndev->ntb, 0, ndev->flat_mw, &align, &size_align,
+			      &size_max);
+	if (rc)
+		return rc;
+	/*
+	 * Inbound translation base 0: the peer addresses our memory by the
+	 * DMA addresses we give it (identity without an IOMMU, IOVAs with one).
+	 */
+	rc = ntb_mw_set_trans(ndev->ntb, 0, ndev->flat_mw, 0, size_max);
+	if (rc)
+		dev_err(&ndev->ntb->dev,
+			"%s: cannot translate MW%d to 0 (size %pa): %d\n",
+			ndev->name, ndev->flat_mw, &size_max, rc);
+	return rc;
+}
+
+/* Heartbeat write: our epoch and counter into the peer's inbox. */
+static void ntrdma_hb_send(struct ntrdma_dev *ndev)
+{
+	iowrite32(ndev->epoch, &ndev->pinbox->epoch);
+	iowrite32(++ndev->hb_seq, &ndev->pinbox->hb_seq);
+}
+
+static void ntrdma_go_up(struct ntrdma_dev *ndev)
+{
+	ndev->hb_seen = READ_ONCE(ndev->inbox->hb_seq);
+	ndev->hb_seen_at = jiffies;
+	ndev->up_at = jiffies;
+	ntrdma_vdb_reset(ndev);
+	WRITE_ONCE(ndev->state, NTRDMA_LINK_UP);
+	ntrdma_hb_send(ndev);
+	atomic64_inc(&ndev->stats.link_up_events);
+	dev_info(&ndev->ntb->dev, "%s: link up (epoch %08x, peer %08x)\n",
+		 ndev->name, ndev->epoch, ndev->peer_epoch);
+	ntrdma_net_link_up(ndev);
+}
+
+/* Leave the session: the faces stop and flush, a new epoch is published. */
+static void ntrdma_go_down(struct ntrdma_dev *ndev, const char *why)
+{
+	bool was_up = ndev->state == NTRDMA_LINK_UP;
+
+	WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
+	if (was_up) {
+		atomic64_inc(&ndev->stats.link_down_events);
+		dev_info(&ndev->ntb->dev, "%s: link down: %s\n", ndev->name,
+			 why);
+		ntrdma_net_link_down(ndev);
+	}
+	ndev->epoch = ntrdma_new_epoch(ndev->epoch);
+	ndev->peer_epoch = 0;
+	ndev->pinbox = NULL;
+	/* The peer cannot write our inbox until it accepts the new epoch. */
+	memset(ndev->inbox, 0, ndev->inbox_size);
+	if (ndev->hw_up)
+		ntrdma_publish(ndev);
+}
+
+/* Validate and accept what the peer published in our scratchpads. */
+static void ntrdma_try_accept(struct ntrdma_dev *ndev)
+{
+	struct ntb_dev *ntb = ndev->ntb;
+	u32 magic, version, epoch, size;
+	u64 inbox;
+	int rc;
+
+	magic = ntb_spad_read(ntb, NTRDMA_SPAD_MAGIC);
+	rmb(); /* the magic before the fields it validates */
+	version = ntb_spad_read(ntb, NTRDMA_SPAD_VERSION);
+	epoch = ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH);
+	inbox = ntb_spad_read(ntb, NTRDMA_SPAD_INBOX_LO) |
+		(u64)ntb_spad_read(ntb, NTRDMA_SPAD_INBOX_HI) << 32;
+	size = ntb_spad_read(ntb, NTRDMA_SPAD_INBOX_SIZE);
+
+	if (magic != NTRDMA_MAGIC || epoch == ndev->peer_epoch)
+		return;
+	rc = ntrdma_wire_check_boot(magic, version, epoch, inbox, size,
+				    ndev->flat_size);
+	if (rc) {
+		atomic64_inc(&ndev->stats.proto_errors);
+		dev_err_ratelimited(&ntb->dev,
+				    "%s: peer bootstrap rejected (%d): version %u inbox %#llx+%u, window %pa\n",
+				    ndev->name, rc, version, inbox, size,
+				    &ndev->flat_size);
+		return;
+	}
+	ndev->peer_epoch = epoch;
+	ndev->pinbox = (struct ntrdma_inbox __iomem *)(ndev->flat + inbox);
+	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_ACK, epoch);
+	ntrdma_ring_ctrl(ndev);
+}
+
+static void ntrdma_link_work(struct work_struct *work)
+{
+	struct ntrdma_dev *ndev = container_of(to_delayed_work(work),
+					       struct ntrdma_dev, link_work);
+	struct ntb_dev *ntb = ndev->ntb;
+	bool hw;
+	u32 v;
+
+	mutex_lock(&ndev->link_lock);
+	if (ndev->stopping)
+		goto out;
+
+	hw = ntb_link_is_up(ntb, NULL, NULL);
+	if (!hw) {
+		if (ndev->hw_up) {
+			ndev->hw_up = false;
+			ntrdma_go_down(ndev, "NTB link down");
+		}
+		goto out;
+	}
+	if (!ndev->hw_up) {
+		if (ntrdma_set_flat_trans(ndev))
+			goto resched;
+		ndev->hw_up = true;
+		ntrdma_publish(ndev);
+	}
+
+	if (ndev->state != NTRDMA_LINK_UP) {
+		ntrdma_try_accept(ndev);
+		if (ndev->peer_epoch &&
+		    ntb_spad_read(ntb, NTRDMA_SPAD_ACK) == ndev->epoch)
+			ntrdma_go_up(ndev);
+		goto resched;
+	}
+
+	/* Up: did the peer start a new session, or stop beating? */
+	if (ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) != ndev->peer_epoch) {
+		ntrdma_go_down(ndev, "peer restarted");
+		goto resched;
+	}
+	v = READ_ONCE(ndev->inbox->hb_seq);
+	if (v != ndev->hb_seen) {
+		ndev->hb_seen = v;
+		ndev->hb_seen_at = jiffies;
+	} else if (time_after(jiffies, ndev->hb_seen_at + ntrdma_hb_timeout())) {
+		atomic64_inc(&ndev->stats.hb_timeouts);
+		ntrdma_go_down(ndev, "peer heartbeat lost");
+		goto resched;
+	}
+	ntrdma_hb_send(ndev);
+
+resched:
+	queue_delayed_work(ndev->wq, &ndev->link_work, ntrdma_hb_period());
+out:
+	mutex_unlock(&ndev->link_lock);
+}
+
+/* A face saw the peer break the protocol: restart the session. */
+void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what)
+{
+	atomic64_inc(&ndev->stats.proto_errors);
+	dev_err_ratelimited(&ndev->ntb->dev, "%s: protocol error: %s\n",
+			    ndev->name, what);
+}
+
+void ntrdma_link_hw_event(struct ntrdma_dev *ndev)
+{
+	mod_delayed_work(ndev->wq, &ndev->link_work, 0);
+}
+
+void ntrdma_link_ctrl_event(struct ntrdma_dev *ndev)
+{
+	mod_delayed_work(ndev->wq, &ndev->link_work, 0);
+}
+
+int ntrdma_link_init(struct ntrdma_dev *ndev)
+{
+	mutex_init(&ndev->link_lock);
+	INIT_DELAYED_WORK(&ndev->link_work, ntrdma_link_work);
+	ndev->state = NTRDMA_LINK_DOWN;
+	ndev->epoch = ntrdma_new_epoch(0);
+	ndev->wq = alloc_ordered_workqueue("%s", WQ_MEM_RECLAIM, ndev->name);
+	return ndev->wq ? 0 : -ENOMEM;
+}
+
+void ntrdma_link_start(struct ntrdma_dev *ndev)
+{
+	ntb_link_enable(ndev->ntb, NTB_SPEED_AUTO, NTB_WIDTH_AUTO);
+	mod_delayed_work(ndev->wq, &ndev->link_work, 0);
+}
+
+/*
+ * Stop for unload: faces down first, then withdraw our session so the peer
+ * drops at once. Callbacks may still queue the (now idle) link work until the
+ * caller has cleared the NTB context; ntrdma_link_fini() then frees the queue.
+ */
+void ntrdma_link_stop(struct ntrdma_dev *ndev)
+{
+	mutex_lock(&ndev->link_lock);
+	ndev->stopping = true;
+	if (ndev->state == NTRDMA_LINK_UP) {
+		WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
+		atomic64_inc(&ndev->stats.link_down_events);
+		dev_info(&ndev->ntb->dev, "%s: link down: unloading\n",
+			 ndev->name);
+		ntrdma_net_link_down(ndev);
+	}
+	if (ndev->hw_up) {
+		ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_MAGIC, 0);
+		ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_EPOCH, 0);
+		ntrdma_ring_ctrl(ndev);
+	}
+	ndev->pinbox = NULL;
+	mutex_unlock(&ndev->link_lock);
+	ntb_link_disable(ndev->ntb);
+}
+
+void ntrdma_link_fini(struct ntrdma_dev *ndev)
+{
+	cancel_delayed_work_sync(&ndev->link_work);
+	destroy_workqueue(ndev->wq);
+}
