@@ -46,7 +46,7 @@ struct ntr_counters {
 	u64 rx_packets, rx_bytes, tx_packets, tx_bytes;
 	u64 rx_dropped, tx_dropped, rx_errors, tx_errors;
 	u64 tx_busy, tx_wakes, rx_refill_fail, proto_errors;
-	u64 doorbells;
+	u64 doorbells, rx_dropped_down;
 	struct u64_stats_sync syncp;
 };
 
@@ -54,7 +54,7 @@ struct ntrdma_net {
 	struct ntrdma_dev *ndev;
 	struct net_device *netdev;
 	struct napi_struct napi;
-	bool active;		/* datapath started (rtnl) */
+	bool active;		/* a link session's datapath runs (rtnl) */
 
 	/* receive: buffers we posted to the peer */
 	struct ntr_rx_buf rx[NTR_RING];
@@ -62,6 +62,14 @@ struct ntrdma_net {
 	u32 rx_cons;		/* next completion to consume */
 	u32 rx_buf_len;		/* bytes the peer may write per buffer */
 	u32 rx_alloc_len;
+
+	/* Buffers of an ended session: the peer may still write into them
+	 * until it has left that session, which we know once it accepts our
+	 * next one. Freed then, or at removal (the flat window's translation
+	 * is cleared first).
+	 */
+	struct ntr_rx_buf quar[NTR_RING];
+	u32 quar_count;
 
 	/* transmit: the peer's posted buffers */
 	u32 tx_pos;		/* next peer buffer to fill */
@@ -105,19 +113,33 @@ static int ntr_post_one(struct ntrdma_net *net, struct ntrdma_inbox __iomem *pi,
 	return 0;
 }
 
-static void ntr_free_rx(struct ntrdma_net *net)
+/* Session over: posted buffers go to quarantine (see struct ntrdma_net). */
+static void ntr_quarantine_rx(struct ntrdma_net *net)
 {
 	struct ntr_rx_buf *b;
 	u32 pos;
 
 	for (pos = net->rx_cons; pos != net->rx_post; pos++) {
 		b = &net->rx[ntrdma_ring_idx(pos, NTR_RING)];
+		if (WARN_ON_ONCE(net->quar_count >= NTR_RING))
+			break;
+		net->quar[net->quar_count++] = *b;
+		b->data = NULL;
+	}
+	net->rx_cons = net->rx_post;
+}
+
+static void ntr_free_quarantine(struct ntrdma_net *net)
+{
+	struct ntr_rx_buf *b;
+
+	while (net->quar_count) {
+		b = &net->quar[--net->quar_count];
 		dma_unmap_single(net->ndev->dma_dev, b->dma, net->rx_buf_len,
 				 DMA_FROM_DEVICE);
 		kfree(b->data);
 		b->data = NULL;
 	}
-	net->rx_cons = net->rx_post;
 }
 
 /* Post buffers up to a full ring; tell the peer. Returns buffers posted. */
@@ -217,7 +239,16 @@ static int ntr_poll(struct napi_struct *napi, int budget)
 			break;
 		}
 		b = &net->rx[idx];
-		ntr_rx_one(net, &c, b);
+		if (netif_running(net->netdev)) {
+			ntr_rx_one(net, &c, b);
+		} else {
+			/* In flight when we closed: the interface is down. */
+			dma_unmap_single(net->ndev->dma_dev, b->dma,
+					 net->rx_buf_len, DMA_FROM_DEVICE);
+			kfree(b->data);
+			b->data = NULL;
+			ntr_count(&net->rxc, &net->rxc.rx_dropped_down, 1);
+		}
 		net->rx_cons++;
 		done++;
 	}
@@ -237,11 +268,43 @@ static void ntr_vdb_rx(struct ntrdma_dev *ndev, void *ctx)
 	napi_schedule(&net->napi);
 }
 
+/* Carrier: a session runs, we are up, and so is the peer's netdev. */
+static void ntr_update_carrier(struct ntrdma_net *net)
+{
+	struct net_device *dev = net->netdev;
+
+	if (READ_ONCE(net->active) && netif_running(dev) &&
+	    READ_ONCE(net->ndev->inbox->net_peer_open) == 1) {
+		if (!netif_carrier_ok(dev))
+			netif_carrier_on(dev);
+		netif_wake_queue(dev);
+	} else if (netif_carrier_ok(dev)) {
+		netif_carrier_off(dev);
+		netif_stop_queue(dev);
+	}
+}
+
+static void ntr_vdb_state(struct ntrdma_dev *ndev, void *ctx)
+{
+	ntr_update_carrier(ctx);
+}
+
+/* Tell the peer whether to send to us. */
+static void ntr_publish_open(struct ntrdma_net *net)
+{
+	struct ntrdma_inbox __iomem *pi = READ_ONCE(net->ndev->pinbox);
+
+	if (!READ_ONCE(net->active) || !pi)
+		return;
+	iowrite32(netif_running(net->netdev) ? 1 : 0, &pi->net_peer_open);
+	ntrdma_vdb_ring(net->ndev, NTRDMA_VDB_NET_STATE);
+}
+
 static void ntr_vdb_txwake(struct ntrdma_dev *ndev, void *ctx)
 {
 	struct ntrdma_net *net = ctx;
 
-	if (netif_queue_stopped(net->netdev) && READ_ONCE(net->active)) {
+	if (netif_queue_stopped(net->netdev) && netif_carrier_ok(net->netdev)) {
 		ntr_count(&net->txc, &net->txc.tx_wakes, 1);
 		netif_wake_queue(net->netdev);
 	}
@@ -313,7 +376,9 @@ static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
 	struct ntrdma_wire_cqe c = {};
 	int rc;
 
-	if (!READ_ONCE(net->active) || !pi) {
+	if (!READ_ONCE(net->active) || !pi ||
+	    READ_ONCE(ndev->inbox->net_peer_open) != 1) {
+		/* Carrier just went off: the stack would drop it too. */
 		ntr_count(&net->txc, &net->txc.tx_dropped, 1);
 		dev_kfree_skb_any(skb);
 		return NETDEV_TX_OK;
@@ -372,16 +437,17 @@ static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
 	return NETDEV_TX_OK;
 }
 
-/* ---- datapath start/stop (rtnl held) ---- */
+/* ---- datapath: one per link session (rtnl held) ---- */
 
-static void ntr_start(struct ntrdma_net *net)
+static void ntr_session_start(struct ntrdma_net *net)
 {
 	struct ntrdma_dev *ndev = net->ndev;
 	u32 base = ndev->epoch ^ ndev->peer_epoch;
 
-	if (net->active || !netif_running(net->netdev) ||
-	    !ntrdma_link_is_up(ndev))
+	if (net->active || !ntrdma_link_is_up(ndev))
 		return;
+	/* The peer accepted this session: it left the previous one. */
+	ntr_free_quarantine(net);
 	net->rx_post = base;
 	net->rx_cons = base;
 	net->tx_pos = base;
@@ -392,12 +458,12 @@ static void ntr_start(struct ntrdma_net *net)
 	WRITE_ONCE(net->active, true);
 	ntr_refill(net, GFP_KERNEL);
 	napi_enable(&net->napi);
-	netif_carrier_on(net->netdev);
-	netif_wake_queue(net->netdev);
+	ntr_publish_open(net);
+	ntr_update_carrier(net);
 	napi_schedule(&net->napi);
 }
 
-static void ntr_stop(struct ntrdma_net *net)
+static void ntr_session_stop(struct ntrdma_net *net)
 {
 	if (!net->active)
 		return;
@@ -405,7 +471,7 @@ static void ntr_stop(struct ntrdma_net *net)
 	netif_carrier_off(net->netdev);
 	netif_tx_disable(net->netdev);
 	napi_disable(&net->napi);
-	ntr_free_rx(net);
+	ntr_quarantine_rx(net);
 }
 
 void ntrdma_net_link_up(struct ntrdma_dev *ndev)
@@ -413,7 +479,7 @@ void ntrdma_net_link_up(struct ntrdma_dev *ndev)
 	if (!ndev->net)
 		return;
 	rtnl_lock();
-	ntr_start(ndev->net);
+	ntr_session_start(ndev->net);
 	rtnl_unlock();
 }
 
@@ -421,8 +487,10 @@ void ntrdma_net_link_down(struct ntrdma_dev *ndev)
 {
 	if (!ndev->net)
 		return;
+	/* Carrier first: it needs no lock, and rtnl may be busy for long. */
+	netif_carrier_off(ndev->net->netdev);
 	rtnl_lock();
-	ntr_stop(ndev->net);
+	ntr_session_stop(ndev->net);
 	rtnl_unlock();
 }
 
@@ -430,14 +498,18 @@ static int ntr_open(struct net_device *dev)
 {
 	struct ntrdma_net *net = netdev_priv(dev);
 
-	netif_carrier_off(dev);
-	ntr_start(net);
+	ntr_publish_open(net);
+	ntr_update_carrier(net);
 	return 0;
 }
 
 static int ntr_close(struct net_device *dev)
 {
-	ntr_stop(netdev_priv(dev));
+	struct ntrdma_net *net = netdev_priv(dev);
+
+	ntr_publish_open(net);	/* running is already clear: tells "closed" */
+	netif_carrier_off(dev);
+	netif_tx_disable(dev);
 	return 0;
 }
 
@@ -476,7 +548,7 @@ static const struct net_device_ops ntr_netdev_ops = {
 
 static const char ntr_stat_names[][ETH_GSTRING_LEN] = {
 	"rx_packets", "rx_bytes", "rx_dropped", "rx_errors",
-	"rx_refill_fail", "rx_proto_errors",
+	"rx_refill_fail", "rx_proto_errors", "rx_dropped_while_down",
 	"tx_packets", "tx_bytes", "tx_dropped", "tx_errors",
 	"tx_busy", "tx_wakes", "tx_doorbells", "tx_proto_errors",
 };
@@ -517,17 +589,18 @@ static void ntr_get_ethtool_stats(struct net_device *dev,
 		data[3] = r->rx_errors;
 		data[4] = r->rx_refill_fail;
 		data[5] = r->proto_errors;
+		data[6] = r->rx_dropped_down;
 	} while (u64_stats_fetch_retry(&r->syncp, start));
 	do {
 		start = u64_stats_fetch_begin(&t->syncp);
-		data[6] = t->tx_packets;
-		data[7] = t->tx_bytes;
-		data[8] = t->tx_dropped;
-		data[9] = t->tx_errors;
-		data[10] = t->tx_busy;
-		data[11] = t->tx_wakes;
-		data[12] = t->doorbells;
-		data[13] = t->proto_errors;
+		data[7] = t->tx_packets;
+		data[8] = t->tx_bytes;
+		data[9] = t->tx_dropped;
+		data[10] = t->tx_errors;
+		data[11] = t->tx_busy;
+		data[12] = t->tx_wakes;
+		data[13] = t->doorbells;
+		data[14] = t->proto_errors;
 	} while (u64_stats_fetch_retry(&t->syncp, start));
 }
 
@@ -605,6 +678,9 @@ int ntrdma_net_add(struct ntrdma_dev *ndev)
 	if (!rc)
 		rc = ntrdma_vdb_register(ndev, NTRDMA_VDB_NET_TXWAKE,
 					 ntr_vdb_txwake, net);
+	if (!rc)
+		rc = ntrdma_vdb_register(ndev, NTRDMA_VDB_NET_STATE,
+					 ntr_vdb_state, net);
 	if (rc)
 		goto err;
 	rc = register_netdev(dev);
@@ -615,6 +691,7 @@ int ntrdma_net_add(struct ntrdma_dev *ndev)
 err:
 	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_RX);
 	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_TXWAKE);
+	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_STATE);
 	ndev->net = NULL;
 	netif_napi_del(&net->napi);
 	free_netdev(dev);
@@ -629,8 +706,12 @@ void ntrdma_net_del(struct ntrdma_dev *ndev)
 		return;
 	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_RX);
 	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_TXWAKE);
-	unregister_netdev(net->netdev);	/* closes it: ntr_stop */
+	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_STATE);
+	unregister_netdev(net->netdev);
 	ndev->net = NULL;
+	/* The session ended and the window translation is gone. */
+	ntr_quarantine_rx(net);
+	ntr_free_quarantine(net);
 	netif_napi_del(&net->napi);
 	free_netdev(net->netdev);
 }

@@ -52,6 +52,7 @@ struct ntrdma_dev {
 	phys_addr_t flat_phys;
 	resource_size_t flat_size;
 	void __iomem *flat;
+	bool flat_trans;		/* inbound translation set */
 
 	/* our inbox (written by the peer) */
 	struct ntrdma_inbox *inbox;

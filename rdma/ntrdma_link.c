@@ -94,7 +94,9 @@ static int ntrdma_set_flat_trans(struct ntrdma_dev *ndev)
 	 * DMA addresses we give it (identity without an IOMMU, IOVAs with one).
 	 */
 	rc = ntb_mw_set_trans(ndev->ntb, 0, ndev->flat_mw, 0, size_max);
-	if (rc)
+	if (!rc)
+		ndev->flat_trans = true;
+	else
 		dev_err(&ndev->ntb->dev,
 			"%s: cannot translate MW%d to 0 (size %pa): %d\n",
 			ndev->name, ndev->flat_mw, &size_max, rc);
@@ -134,12 +136,21 @@ static void ntrdma_go_down(struct ntrdma_dev *ndev, const char *why)
 			 why);
 		ntrdma_net_link_down(ndev);
 	}
+	/*
+	 * Close the inbound window (on hardware that enforces translation,
+	 * a peer that has not noticed yet can no longer write to us); it
+	 * reopens when we publish the next session.
+	 */
+	if (ndev->flat_trans) {
+		ntb_mw_clear_trans(ndev->ntb, 0, ndev->flat_mw);
+		ndev->flat_trans = false;
+	}
 	ndev->epoch = ntrdma_new_epoch(ndev->epoch);
 	ndev->peer_epoch = 0;
 	ndev->pinbox = NULL;
 	/* The peer cannot write our inbox until it accepts the new epoch. */
 	memset(ndev->inbox, 0, ndev->inbox_size);
-	if (ndev->hw_up)
+	if (ndev->hw_up && !ntrdma_set_flat_trans(ndev))
 		ntrdma_publish(ndev);
 }
 
@@ -197,7 +208,7 @@ static void ntrdma_link_work(struct work_struct *work)
 		}
 		goto out;
 	}
-	if (!ndev->hw_up) {
+	if (!ndev->hw_up || !ndev->flat_trans) {
 		if (ntrdma_set_flat_trans(ndev))
 			goto resched;
 		ndev->hw_up = true;

@@ -192,8 +192,8 @@ static void ntrdma_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	ntb_db_set_mask(ntb, ntb_db_valid_mask(ntb));
 	ntb_clear_ctx(ntb);
 	ntrdma_link_fini(ndev);
-	ntrdma_net_del(ndev);
 	ntb_mw_clear_trans(ntb, 0, ndev->flat_mw);
+	ntrdma_net_del(ndev);
 	dma_unmap_single(ndev->dma_dev, ndev->inbox_dma, ndev->inbox_size,
 			 DMA_BIDIRECTIONAL);
 	free_pages_exact(ndev->inbox, ndev->inbox_size);

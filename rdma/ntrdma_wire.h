@@ -35,6 +35,7 @@ enum ntrdma_spad {
 /* Virtual doorbell numbers. */
 #define NTRDMA_VDB_NET_RX	0	/* new completions in our net RX ring */
 #define NTRDMA_VDB_NET_TXWAKE	1	/* the peer posted net receive buffers */
+#define NTRDMA_VDB_NET_STATE	2	/* the peer's netdev opened or closed */
 
 /* The net queue pair: ring sizes are powers of two. */
 #define NTRDMA_NET_RING		256u
@@ -73,7 +74,8 @@ struct ntrdma_inbox {
 	u32 vdb[NTRDMA_VDB_COUNT];
 	/* net QP: buffers the peer posted for our transmissions */
 	u32 net_post_prod;
-	u32 pad1[15];
+	u32 net_peer_open;	/* the peer's netdev is up: send to it */
+	u32 pad1[14];
 	struct ntrdma_wire_rxd net_rxd[NTRDMA_NET_RING];
 	/* net QP: completions for the buffers we posted to the peer */
 	u32 net_cq_prod;

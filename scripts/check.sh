@@ -51,23 +51,31 @@ if ! grep -q 'tests passed' "$OUT/ctest.log"; then
 	result fail "unit: ctest did not run"
 fi
 
+# Stock NTB clients expect two small windows (no flat window); NTRDMA needs
+# the flat window: one test-bed run each.
+RUNS=${CHECK_RUNS:-"stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh ntrdma:1:ntrdma_net_test.sh"}
 for topo in $TOPOS; do
-	echo "# selftests, topology: $topo"
-	tout=$OUT/$topo
+for run in $RUNS; do
+	rname=${run%%:*}
+	flat=${run#*:}
+	tests=${flat#*:}
+	flat=${flat%%:*}
+	echo "# selftests, topology: $topo, $rname (flat window: $flat): ${tests//,/ }"
+	tout=$OUT/$topo-$rname
 	mkdir -p "$tout"
-	"$ROOT/scripts/testbed.sh" --topo "$topo" --flat 0 --timeout 1800 \
-		--out "$tout" -- selftests/run.sh > "$tout/testbed.log" 2>&1
+	"$ROOT/scripts/testbed.sh" --topo "$topo" --flat "$flat" --timeout 1800 \
+		--out "$tout" -- selftests/run.sh ${tests//,/ } > "$tout/testbed.log" 2>&1
 	rc=$?
 	ktap=$(ls "$tout"/ktap.*.txt 2>/dev/null | head -1)
 	if [ -z "$ktap" ]; then
 		tail -30 "$tout/testbed.log" | sed 's/^/# /'
-		result fail "$topo: selftests produced no KTAP (testbed exit $rc)"
+		result fail "$topo/$rname: selftests produced no KTAP (testbed exit $rc)"
 		continue
 	fi
 	sed "s/^/# [$topo] /" "$ktap"
 	# Leaf results: the indented subtests of each test program.
 	while IFS= read -r line; do
-		name="$topo: ${line#*ok }"
+		name="$topo/$rname: ${line#*ok }"
 		case $line in
 		*"# SKIP"*) skip=$((skip + 1)); echo "ok - $name" ;;
 		"not ok"*) result fail "$name" ;;
@@ -77,15 +85,16 @@ for topo in $TOPOS; do
 	# A test program that failed without leaf results, or a dirty console.
 	if grep -qE '^not ok [0-9]+ selftests' "$ktap" &&
 	   ! grep -qE '^    not ok' "$ktap"; then
-		result fail "$topo: a test program failed: $(grep -E '^not ok' "$ktap" | head -1)"
+		result fail "$topo/$rname: a test program failed: $(grep -E '^not ok' "$ktap" | head -1)"
 	fi
 	if [ $rc -ne 0 ]; then
 		tail -20 "$tout/testbed.log" | sed 's/^/# /'
-		result fail "$topo: test bed run clean (exit $rc; console check, timeout or test failure)"
+		result fail "$topo/$rname: test bed run clean (exit $rc; console check, timeout or test failure)"
 	else
-		result ok "$topo: test bed run clean (no oops/WARN/BUG/lockup on any console)"
+		result ok "$topo/$rname: test bed run clean (no oops/WARN/BUG/lockup on any console)"
 	fi
 	[ -f "$tout/metrics.txt" ] && sed 's/^/# metric /' "$tout/metrics.txt"
+done
 done
 
 echo "# skipped: $skip"

@@ -32,7 +32,7 @@ fi
 log=$NTRDMA_OUT/ntb_test.${NTRDMA_TOPO:-host}.log
 rh=$(remote_host)
 if [ -n "$rh" ]; then
-	set -- -r "$rh" "$LOCAL_DEV" "$rh:$REMOTE_DEV"
+	set -- -r "$rh" "$LOCAL_DEV" "$REMOTE_DEV"
 else
 	set -- "$LOCAL_DEV" "$REMOTE_DEV"
 fi

@@ -63,9 +63,7 @@ ktap_check "ping B->A" $B "ping -c 3 -W 2 $A_IP >/dev/null"
 
 # iperf3 -J: sum_received.bits_per_second
 iperf_gbps() {
-	python3 -c 'import json,sys
-d=json.load(sys.stdin)
-print("%.3f" % (d["end"]["sum_received"]["bits_per_second"]/1e9))'
+	jq -r '.end.sum_received.bits_per_second / 1e9 * 1000 | floor / 1000'
 }
 
 run_iperf() { # NAME SERVER_SIDE CLIENT_SIDE SERVER_IP [args]

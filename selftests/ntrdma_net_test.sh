@@ -1,0 +1,276 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# NTRDMA's Ethernet face (ntr%d): ping, iperf3 TCP (1 and 4 streams, both
+# ways) and UDP, MTU changes, ifdown/ifup, a 256 MiB transfer checked with
+# sha256 on both ends, counters that add up, carrier loss and recovery when
+# the peer's driver goes away (and, with two hosts, when the peer host is
+# killed), local unload under traffic, and load/unload cycles without leaks.
+# Needs an NTB with a flat window (test bed: --flat 1).
+. "$(dirname "$0")/lib/ktap.sh"
+. "$(dirname "$0")/lib/env.sh"
+
+IPERF_SECS=${IPERF_SECS:-4}
+CYCLES=${NTRDMA_CYCLES:-20}
+A_IP=10.78.0.1
+B_IP=10.78.0.2
+NTB_DRV=/sys/bus/ntb/drivers/ntrdma
+
+ktap_header
+ktap_plan 22
+
+if ! install_modules || ! ntb_pair; then
+	ktap_fail "ntb devices present"
+	ktap_finish
+fi
+
+# $A / $B: run a shell command line on side A / B.
+if is_pair; then
+	A="sh -c"
+	B="peer"
+else
+	A="ip netns exec ntA sh -c"
+	B="ip netns exec ntB sh -c"
+fi
+
+# The ntrdma netdev of an NTB device, on side A or B (in its namespace).
+ntr_of() { # SIDE NTBDEV
+	local side=$1 dev=$2
+	${!side} "for i in \$(ls /sys/class/net); do
+		[ \"\$(ethtool -i \$i 2>/dev/null | sed -n 's/^bus-info: //p')\" = $dev ] && echo \$i
+	done" | head -1
+}
+
+# Load (or bind) ntrdma on both sides, place and configure the netdevs.
+bring_up() {
+	if is_pair; then
+		modprobe ntrdma && peer "modprobe ntrdma" || return 1
+	else
+		modprobe ntrdma || return 1
+		ip netns add ntA 2>/dev/null
+		ip netns add ntB 2>/dev/null
+	fi
+	wait_for 10 have_ntr "$LOCAL_DEV" || return 1
+	config_side A "$LOCAL_DEV" "$A_IP" || return 1
+	config_side B "$REMOTE_DEV" "$B_IP" || return 1
+}
+
+# Is there an ntrdma netdev for NTB device $1 in the root namespace (or on A)?
+have_ntr() {
+	local ifc
+	for ifc in $(ls /sys/class/net); do
+		[ "$(ethtool -i "$ifc" 2>/dev/null | sed -n 's/^bus-info: //p')" = "$1" ] && return 0
+	done
+	ip netns exec ntA true 2>/dev/null && [ -n "$(ntr_of A "$1")" ]
+}
+
+# Move the side's netdev into its namespace (loopback) and configure it.
+config_side() { # SIDE NTBDEV IP
+	local side=$1 dev=$2 ip=$3 ifc ns
+	if ! is_pair; then
+		ns=nt$side
+		for ifc in $(ls /sys/class/net); do
+			if [ "$(ethtool -i "$ifc" 2>/dev/null | sed -n 's/^bus-info: //p')" = "$dev" ]; then
+				ip link set "$ifc" netns "$ns" || return 1
+			fi
+		done
+	fi
+	ifc=$(ntr_of "$side" "$dev")
+	[ -n "$ifc" ] || return 1
+	eval "IF$side=$ifc"
+	${!side} "ip link set lo up; ip addr flush dev $ifc; ip addr add $ip/24 dev $ifc && ip link set $ifc up"
+}
+
+carrier_is() { # SIDE VALUE
+	local side=$1 ifc
+	ifc=IF$1
+	[ "$(${!side} "cat /sys/class/net/${!ifc}/carrier" 2>/dev/null)" = "$2" ]
+}
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+iperf_gbps() {
+	jq -r '(.end.sum_received // .end.sum).bits_per_second / 1e9 * 1000 | floor / 1000'
+}
+
+# run_iperf NAME SERVER CLIENT SERVER_IP [iperf3 args]: metric + pass/fail
+run_iperf() {
+	local name=$1 srv=$2 cli=$3 ip=$4 out g
+	shift 4
+	${!srv} "iperf3 -s -1 -D -p 5202 >/dev/null 2>&1"
+	sleep 1
+	out=$(${!cli} "timeout 60 iperf3 -J -c $ip -p 5202 -t $IPERF_SECS $*") || {
+		ktap_fail "iperf3 $name"
+		return
+	}
+	g=$(iperf_gbps <<< "$out") || g=0
+	metric "ntr_iperf3_${name}_Gbps" "$g" "Gbit/s"
+	if awk -v g="$g" 'BEGIN { exit !(g > 0) }'; then
+		ktap_pass "iperf3 $name: $g Gbit/s"
+	else
+		ktap_fail "iperf3 $name: no throughput"
+	fi
+}
+
+ping_ok() { $A "ping -c 2 -W 2 $B_IP >/dev/null" && $B "ping -c 2 -W 2 $A_IP >/dev/null"; }
+
+# 1
+bring_up
+ktap_check "ntrdma loaded; ntr netdevs on both ports ($IFA / $IFB)" \
+	test -n "${IFA:-}" -a -n "${IFB:-}"
+if [ -z "${IFA:-}" ] || [ -z "${IFB:-}" ]; then
+	ktap_finish
+fi
+# 2
+both_carrier() { carrier_is A 1 && carrier_is B 1; }
+ktap_check "carrier up on both within 5 s" wait_for 5 both_carrier
+# 3
+ktap_check "ping both ways" ping_ok
+# 4-8
+run_iperf tcp_AtoB B A "$B_IP"
+run_iperf tcp_BtoA A B "$A_IP"
+run_iperf tcp4_AtoB B A "$B_IP" -P 4
+run_iperf tcp4_BtoA A B "$A_IP" -P 4
+run_iperf udp_AtoB B A "$B_IP" -u -b 2G -l 8000
+
+# 9: MTU changes
+mtu_ok=1
+for m in 1500 9000 64000; do
+	$A "ip link set $IFA mtu $m" && $B "ip link set $IFB mtu $m" || mtu_ok=0
+	$A "ping -c 2 -W 2 -M do -s $((m - 28)) $B_IP >/dev/null" || mtu_ok=0
+done
+ktap_check "MTU 1500/9000/64000: full-size unfragmented pings" test $mtu_ok = 1
+$A "ip link set $IFA mtu 65536"; $B "ip link set $IFB mtu 65536"
+
+# 10: ifdown/ifup
+$A "ip link set $IFA down" && $A "ip link set $IFA up" &&
+	$A "ip addr replace $A_IP/24 dev $IFA"
+ktap_check "ifdown/ifup: carrier and traffic back" \
+	wait_for 5 ping_ok
+
+# 11: 256 MiB with sha256 on both ends
+$A "head -c 268435456 /dev/urandom > /tmp/ntr.blob && sha256sum < /tmp/ntr.blob | cut -d' ' -f1 > /tmp/ntr.sha"
+$B "rm -f /tmp/ntr.rx.sha; (busybox nc -l -p 5301 | sha256sum | cut -d' ' -f1 > /tmp/ntr.rx.sha) >/dev/null 2>&1 &"
+sleep 1
+t0=$(now_ms)
+$A "bash -c 'cat /tmp/ntr.blob > /dev/tcp/$B_IP/5301'"
+wait_for 20 $B "test -s /tmp/ntr.rx.sha"
+ms=$(( $(now_ms) - t0 ))
+sa=$($A "cat /tmp/ntr.sha")
+sb=$($B "cat /tmp/ntr.rx.sha" 2>/dev/null)
+metric ntr_256MiB_transfer_ms "$ms" ms
+ktap_check "256 MiB TCP transfer: sha256 equal on both ends (${sa:0:12})" \
+	test -n "$sa" -a "$sa" = "$sb"
+
+# 12: counters add up: what A sent B received, nothing dropped
+stats() { ${!1} "ip -s -j link show ${2}" | jq -r '.[0].stats64 |
+	"\(.tx.packets) \(.rx.packets) \(.tx.dropped + .rx.dropped + .tx.errors + .rx.errors)"'; }
+read -r atx arx adrop <<< "$(stats A "$IFA")"
+read -r btx brx bdrop <<< "$(stats B "$IFB")"
+ktap_diag "A tx $atx rx $arx bad $adrop; B tx $btx rx $brx bad $bdrop"
+ktap_check "counters: A tx = B rx, B tx = A rx, no drops or errors" \
+	test "$atx" = "$brx" -a "$btx" = "$arx" -a "$adrop" = 0 -a "$bdrop" = 0
+
+# 13-14: the peer's driver goes away and comes back
+t0=$(now_ms)
+if is_pair; then
+	peer "modprobe -r ntrdma" &
+else
+	echo "$REMOTE_DEV" > $NTB_DRV/unbind &
+fi
+if wait_for 2 carrier_is A 0; then
+	ms=$(( $(now_ms) - t0 ))
+	metric ntr_carrier_off_after_peer_unload_ms "$ms" ms
+	ktap_pass "peer driver unloaded: local carrier off in ${ms} ms"
+else
+	ktap_fail "peer driver unloaded: carrier still on after 2 s"
+fi
+wait
+if is_pair; then
+	peer "modprobe ntrdma"
+else
+	echo "$REMOTE_DEV" > $NTB_DRV/bind
+fi
+sleep 1
+config_side B "$REMOTE_DEV" "$B_IP"
+ktap_check "peer driver reloaded: carrier and traffic back" \
+	wait_for 10 ping_ok
+
+# 15: peer host killed (two hosts only)
+if [ "${NTRDMA_TOPO:-}" = pair ]; then
+	t0=$(now_ms)
+	testbed-ctl kill-peer >/dev/null
+	if wait_for 3 carrier_is A 0; then
+		ms=$(( $(now_ms) - t0 ))
+		metric ntr_carrier_off_after_peer_kill_ms "$ms" ms
+		down=1
+	else
+		down=0
+	fi
+	testbed-ctl start-peer >/dev/null && install_modules &&
+		peer "modprobe ntrdma" && sleep 1 &&
+		config_side B "$REMOTE_DEV" "$B_IP" && wait_for 15 ping_ok && up=1 || up=0
+	ktap_check "peer host killed: carrier off (${ms:-?} ms), back after the peer reboots" \
+		test $down = 1 -a $up = 1
+else
+	ktap_skip "peer host killed" "loopback: the peer is this host"
+fi
+
+# 16: local unload during iperf3
+$B "iperf3 -s -1 -D -p 5203 >/dev/null 2>&1"
+sleep 1
+$A "iperf3 -c $B_IP -p 5203 -t 30 >/dev/null 2>&1 &"
+sleep 3
+if is_pair; then
+	modprobe -r ntrdma; rc=$?
+else
+	modprobe -r ntrdma; rc=$?
+	ip netns del ntA 2>/dev/null; ip netns del ntB 2>/dev/null
+fi
+ktap_check "local unload during iperf3: clean" test $rc = 0
+pkill iperf3 2>/dev/null
+is_pair && peer "pkill iperf3" 2>/dev/null
+
+# 17: the link returns after the local reload
+bring_up
+ktap_check "local reload: carrier and traffic back" wait_for 10 ping_ok
+
+# 18-19: load/unload cycles under traffic, no leaks
+slab_kb() { sed -n 's/^Slab: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
+refs() { cat /sys/module/ntb/refcnt /sys/module/ntb_hw_ivshmem/refcnt 2>/dev/null | xargs; }
+modprobe -r ntrdma
+ip netns del ntA 2>/dev/null; ip netns del ntB 2>/dev/null
+r0=$(refs)
+s0=$(slab_kb)
+cyc_ok=0
+for ((i = 0; i < CYCLES; i++)); do
+	bring_up || break
+	$B "iperf3 -s -1 -D -p 5204 >/dev/null 2>&1"
+	$A "(timeout 5 iperf3 -c $B_IP -p 5204 -t 3 >/dev/null 2>&1 &)"
+	sleep 0.5
+	is_pair && peer "modprobe -r ntrdma"
+	modprobe -r ntrdma || break
+	ip netns del ntA 2>/dev/null; ip netns del ntB 2>/dev/null
+	pkill iperf3 2>/dev/null
+	is_pair && peer "pkill iperf3" 2>/dev/null
+	cyc_ok=$((cyc_ok + 1))
+done
+sync
+echo 2 > /proc/sys/vm/drop_caches
+s1=$(slab_kb)
+r1=$(refs)
+ktap_diag "cycles $cyc_ok/$CYCLES; slab ${s0} -> ${s1} kB; refcnt '$r0' -> '$r1'"
+ktap_check "$CYCLES load/unload cycles under traffic" test "$cyc_ok" = "$CYCLES"
+ktap_check "no leak: module refcounts equal, slab within 2 MiB" \
+	test "$r0" = "$r1" -a $((s1 - s0)) -lt 2048
+
+# 20-22: counters and state from debugfs and ethtool after a fresh start
+bring_up
+ktap_check "debugfs: link up" grep -q '^link: up' /sys/kernel/debug/ntrdma/ntrdma0/info
+ktap_check "ethtool -i/-S/-k/-l work" $A "ethtool -i $IFA >/dev/null && ethtool -S $IFA >/dev/null && ethtool -k $IFA >/dev/null && ethtool -l $IFA >/dev/null"
+ktap_check "no protocol errors" sh -c "! grep -q '^proto_errors: [1-9]' /sys/kernel/debug/ntrdma/*/info"
+
+modprobe -r ntrdma
+is_pair && peer "modprobe -r ntrdma"
+ip netns del ntA 2>/dev/null; ip netns del ntB 2>/dev/null
+ktap_finish
