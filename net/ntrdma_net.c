@@ -73,6 +73,8 @@ struct ntrdma_net {
 
 	/* transmit: the peer's posted buffers */
 	u32 tx_pos;		/* next peer buffer to fill */
+	u32 tx_published;	/* cq_prod last written to the peer */
+	u32 rx_published;	/* post_prod last written to the peer */
 
 	struct ntr_counters rxc;	/* updated in NAPI */
 	struct ntr_counters txc;	/* updated under the tx lock */
@@ -158,9 +160,15 @@ static int ntr_refill(struct ntrdma_net *net, gfp_t gfp)
 		n++;
 	}
 	if (n) {
+		u32 old = net->rx_published;
+
 		wmb(); /* descriptors before the producer index */
 		iowrite32(net->rx_post, &pi->net_post_prod);
-		ntrdma_vdb_ring(net->ndev, NTRDMA_VDB_NET_TXWAKE);
+		net->rx_published = net->rx_post;
+		mb(); /* publish before reading the sender's wish */
+		if (ntrdma_need_event(READ_ONCE(net->ndev->inbox->net_tx_event),
+				      net->rx_post, old))
+			ntrdma_vdb_ring(net->ndev, NTRDMA_VDB_NET_TXWAKE);
 	}
 	return n;
 }
@@ -255,9 +263,16 @@ static int ntr_poll(struct napi_struct *napi, int budget)
 	if (done)
 		ntr_refill(net, GFP_ATOMIC);
 
-	if (done < budget && napi_complete_done(napi, done) &&
-	    ntr_rx_pending(net))
-		napi_schedule(napi);
+	if (done < budget && napi_complete_done(napi, done)) {
+		struct ntrdma_inbox __iomem *pi = READ_ONCE(net->ndev->pinbox);
+
+		/* Ask for a doorbell on the next completion, then re-check. */
+		if (pi)
+			iowrite32(net->rx_cons, &pi->net_rx_event);
+		mb(); /* the request before the re-check */
+		if (ntr_rx_pending(net))
+			napi_schedule(napi);
+	}
 	return done;
 }
 
@@ -308,8 +323,6 @@ static void ntr_vdb_txwake(struct ntrdma_dev *ndev, void *ctx)
 		ntr_count(&net->txc, &net->txc.tx_wakes, 1);
 		netif_wake_queue(net->netdev);
 	}
-	/* A completion may have raced with the last poll too. */
-	napi_schedule(&net->napi);
 }
 
 /* ---- transmit ---- */
@@ -359,12 +372,19 @@ static void ntr_tx_kick(struct ntrdma_net *net)
 {
 	struct ntrdma_inbox __iomem *pi = READ_ONCE(net->ndev->pinbox);
 
-	if (!pi)
+	u32 old = net->tx_published;
+
+	if (!pi || old == net->tx_pos)
 		return;
 	wmb(); /* data and completions before the producer index */
 	iowrite32(net->tx_pos, &pi->net_cq_prod);
-	ntrdma_vdb_ring(net->ndev, NTRDMA_VDB_NET_RX);
-	ntr_count(&net->txc, &net->txc.doorbells, 1);
+	net->tx_published = net->tx_pos;
+	mb(); /* publish before reading the receiver's wish */
+	if (ntrdma_need_event(READ_ONCE(net->ndev->inbox->net_rx_event),
+			      net->tx_pos, old)) {
+		ntrdma_vdb_ring(net->ndev, NTRDMA_VDB_NET_RX);
+		ntr_count(&net->txc, &net->txc.doorbells, 1);
+	}
 }
 
 static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
@@ -386,7 +406,9 @@ static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
 
 	if (!ntr_tx_buf(net, &d)) {
 		netif_stop_queue(dev);
-		smp_mb(); /* stop before re-checking against a concurrent post */
+		/* Ask for TXWAKE when the peer posts buffer tx_pos. */
+		iowrite32(net->tx_pos, &pi->net_tx_event);
+		mb(); /* stop and ask before re-checking for a concurrent post */
 		if (!ntr_tx_buf(net, &d)) {
 			ntr_count(&net->txc, &net->txc.tx_busy, 1);
 			ntr_tx_kick(net);
@@ -451,10 +473,15 @@ static void ntr_session_start(struct ntrdma_net *net)
 	net->rx_post = base;
 	net->rx_cons = base;
 	net->tx_pos = base;
+	net->tx_published = base;
+	net->rx_published = base;
 	/* Our completion producer starts at base before the peer can see a
 	 * buffer of this session; its post producer is the peer's to set.
 	 */
 	WRITE_ONCE(ndev->inbox->net_cq_prod, base);
+	WRITE_ONCE(ndev->inbox->net_tx_event, base);
+	/* The first completion of the session rings (before any post). */
+	iowrite32(base, &ndev->pinbox->net_rx_event);
 	WRITE_ONCE(net->active, true);
 	ntr_refill(net, GFP_KERNEL);
 	napi_enable(&net->napi);

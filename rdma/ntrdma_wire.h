@@ -75,7 +75,9 @@ struct ntrdma_inbox {
 	/* net QP: buffers the peer posted for our transmissions */
 	u32 net_post_prod;
 	u32 net_peer_open;	/* the peer's netdev is up: send to it */
-	u32 pad1[14];
+	u32 net_rx_event;	/* ring NET_RX when our cq_prod passes this */
+	u32 net_tx_event;	/* ring TXWAKE when our post_prod passes this */
+	u32 pad1[12];
 	struct ntrdma_wire_rxd net_rxd[NTRDMA_NET_RING];
 	/* net QP: completions for the buffers we posted to the peer */
 	u32 net_cq_prod;
@@ -94,6 +96,16 @@ static inline int ntrdma_ring_avail_ok(u32 prod, u32 cons, u32 size)
 static inline u32 ntrdma_ring_idx(u32 pos, u32 size)
 {
 	return pos & (size - 1);
+}
+
+/*
+ * Event index (as virtio's): the other side asked to be woken once our
+ * producer passes @event; we moved it from @old to @new. True when the move
+ * crossed the event, i.e. event lies in [old, new).
+ */
+static inline int ntrdma_need_event(u32 event, u32 new_pos, u32 old)
+{
+	return (u32)(new_pos - event - 1) < (u32)(new_pos - old);
 }
 
 /* The bootstrap block the peer wrote; 0 when usable. */

@@ -40,6 +40,15 @@ TEST(RingMath, AvailAcceptsUpToSizeAcrossWrap) {
     EXPECT_FALSE(ntrdma_ring_avail_ok(0x80000000u, 0, 256));
 }
 
+TEST(RingMath, NeedEventFiresOnlyWhenTheMoveCrossesTheEvent) {
+    EXPECT_TRUE(ntrdma_need_event(10, 11, 10));                   // exactly the awaited one
+    EXPECT_TRUE(ntrdma_need_event(10, 20, 5));                    // passed it in a batch
+    EXPECT_FALSE(ntrdma_need_event(10, 10, 5));                   // not reached yet
+    EXPECT_FALSE(ntrdma_need_event(10, 30, 20));                  // passed earlier already
+    EXPECT_FALSE(ntrdma_need_event(10, 7, 7));                    // no move
+    EXPECT_TRUE(ntrdma_need_event(0xfffffffeu, 3, 0xfffffff0u));  // across 2^32
+}
+
 TEST(Boot, AcceptsAValidBlock) {
     EXPECT_EQ(ntrdma_wire_check_boot(NTRDMA_MAGIC, NTRDMA_VERSION, 7, 0x100000,
                                      sizeof(ntrdma_inbox), kWindow),
