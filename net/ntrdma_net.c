@@ -212,6 +212,13 @@ static void ntr_rx_one(struct ntrdma_net *net, const struct ntrdma_wire_cqe *c,
 			skb->ip_summed = CHECKSUM_UNNECESSARY;
 		}
 	}
+	if (c->flags & (NTRDMA_CQE_GSO_TCPV4 | NTRDMA_CQE_GSO_TCPV6)) {
+		skb_shinfo(skb)->gso_size = c->gso_size;
+		skb_shinfo(skb)->gso_type = SKB_GSO_DODGY |
+			(c->flags & NTRDMA_CQE_GSO_TCPV6 ? SKB_GSO_TCPV6 :
+			 SKB_GSO_TCPV4);
+		skb_shinfo(skb)->gso_segs = 0;
+	}
 	skb->protocol = eth_type_trans(skb, dev);
 	u64_stats_update_begin(&net->rxc.syncp);
 	net->rxc.rx_packets++;
@@ -443,6 +450,14 @@ static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
 		c.csum_offset = skb->csum_offset;
 	} else if (skb->ip_summed == CHECKSUM_UNNECESSARY) {
 		c.flags |= NTRDMA_CQE_CSUM_OK;
+	}
+	if (skb_is_gso(skb)) {
+		/* TSO: the whole super-frame crosses; the receiver keeps it
+		 * as one GSO skb (segmented only if it leaves that host).
+		 */
+		c.flags |= skb_shinfo(skb)->gso_type & SKB_GSO_TCPV6 ?
+			   NTRDMA_CQE_GSO_TCPV6 : NTRDMA_CQE_GSO_TCPV4;
+		c.gso_size = skb_shinfo(skb)->gso_size;
 	}
 	memcpy_toio(&pi->net_cqe[ntrdma_ring_idx(net->tx_pos, NTR_RING)], &c,
 		    sizeof(c));
@@ -693,7 +708,8 @@ int ntrdma_net_add(struct ntrdma_dev *ndev)
 	dev->min_mtu = ETH_MIN_MTU;
 	dev->max_mtu = NTR_MAX_MTU;
 	dev->mtu = NTR_DEFAULT_MTU;
-	dev->hw_features = NETIF_F_SG | NETIF_F_HW_CSUM | NETIF_F_HIGHDMA;
+	dev->hw_features = NETIF_F_SG | NETIF_F_HW_CSUM | NETIF_F_HIGHDMA |
+			   NETIF_F_RXCSUM | NETIF_F_TSO | NETIF_F_TSO6;
 	dev->features = dev->hw_features;
 	dev->priv_flags |= IFF_LIVE_ADDR_CHANGE;
 	ntr_set_mac(net);

@@ -148,8 +148,13 @@ static inline int ntrdma_wire_check_cqe(const struct ntrdma_wire_cqe *c,
 		return -2;
 	if (c->flags & ~NTRDMA_CQE_FLAGS)
 		return -3;
+	if ((c->flags & NTRDMA_CQE_GSO_TCPV4) &&
+	    (c->flags & NTRDMA_CQE_GSO_TCPV6))
+		return -4;
+	/* A GSO frame carries a TCP checksum left to finish. */
 	if ((c->flags & (NTRDMA_CQE_GSO_TCPV4 | NTRDMA_CQE_GSO_TCPV6)) &&
-	    (!c->gso_size || (u32)c->csum_start + c->csum_offset + 2 > c->len))
+	    (!c->gso_size || !(c->flags & NTRDMA_CQE_CSUM_OK) ||
+	     !c->csum_start || (u32)c->csum_start + c->csum_offset + 2 > c->len))
 		return -4;
 	return 0;
 }

@@ -149,6 +149,13 @@ TEST(Cqe, GsoNeedsSizeAndChecksumInsideTheFrame) {
     c.gso_size = 1448;
     c.csum_start = 59990;
     EXPECT_EQ(ntrdma_wire_check_cqe(&c, 3, 65536), -4);
+    c.csum_start = 0;  // GSO without a partial checksum
+    EXPECT_EQ(ntrdma_wire_check_cqe(&c, 3, 65536), -4);
+    c.csum_start = 34;
+    c.flags = NTRDMA_CQE_GSO_TCPV4;  // GSO without CSUM_OK
+    EXPECT_EQ(ntrdma_wire_check_cqe(&c, 3, 65536), -4);
+    c.flags = NTRDMA_CQE_GSO_TCPV4 | NTRDMA_CQE_GSO_TCPV6 | NTRDMA_CQE_CSUM_OK;
+    EXPECT_EQ(ntrdma_wire_check_cqe(&c, 3, 65536), -4);
 }
 
 TEST(Layout, InboxFitsItsPagesAndRingsArePowersOfTwo) {
