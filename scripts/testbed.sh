@@ -83,6 +83,7 @@ NTRDMA_PEER_WAIT=${NTRDMA_PEER_WAIT:-180}
 QEMU=${QEMU:-qemu-system-x86_64}
 TB_DIR=$NTRDMA_ROOT/build/testbed
 GUEST_DIR=$NTRDMA_ROOT/scripts/guest
+CTL_DIR=$NTRDMA_ROOT/build/user/scripts/testbed_ctl
 
 TOPO=loop
 TIMEOUT=900
@@ -125,7 +126,6 @@ command -v "$QEMU" >/dev/null || die "QEMU '$QEMU' not found (apt-get install qe
 [ -r "$NTRDMA_KERNEL" ] || die "kernel image $NTRDMA_KERNEL not readable (set KVER or NTRDMA_KERNEL)"
 [ -d "/lib/modules/$KVER/kernel" ] || die "no /lib/modules/$KVER (set KVER)"
 [ -x /usr/bin/busybox ] || die "/usr/bin/busybox missing (apt-get install busybox-static)"
-[ -x /usr/bin/python3 ] || die "/usr/bin/python3 missing"
 [ -r /dev/kvm ] || true # not used: TCG only
 if [ "$MODULES" = 1 ]; then
 	[ -f "$NTRDMA_KBUILD/ntb.ko" ] ||
@@ -138,8 +138,13 @@ if [ "$NO_SERVER" != 1 ]; then
 	[ -x "$NTRDMA_IVSHMEM_SERVER" ] ||
 		die "ivshmem server $NTRDMA_IVSHMEM_SERVER missing (build it; or TESTBED_NO_SERVER=1 to debug without doorbells)"
 fi
-for f in init stage2 agent relay bin/remote bin/ssh bin/testbed-ctl; do
+for f in init stage2 bin/remote bin/ssh bin/testbed-ctl; do
 	[ -r "$GUEST_DIR/$f" ] || die "$GUEST_DIR/$f missing"
+done
+# The control channel (relay on the host, agent and remote in the guests, which
+# see this tree at the same path): C++ programs of scripts/testbed_ctl.
+for f in ntrdma-relay ntrdma-agent ntrdma-remote; do
+	[ -x "$CTL_DIR/$f" ] || die "$CTL_DIR/$f missing (build it with make)"
 done
 
 # --- initramfs (cached) ---------------------------------------------------
@@ -423,7 +428,7 @@ if [ "$TOPO" = pair ]; then
 		printf ' -append %q"$inst"\n' "${CMDLINE}b ntrdma.inst="
 	} >"$RUN/start-b.sh"
 	chmod +x "$RUN/start-b.sh"
-	setpriv --pdeathsig TERM -- /usr/bin/python3 -u "$GUEST_DIR/relay" --run "$RUN" \
+	setpriv --pdeathsig TERM -- "$CTL_DIR/ntrdma-relay" --run "$RUN" \
 		--start-b "$RUN/start-b.sh" --qemu-log "$OUT/qemu-b.log" \
 		</dev/null >"$OUT/relay.log" 2>&1 &
 	RELAY_PID=$!

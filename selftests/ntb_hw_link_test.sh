@@ -18,8 +18,13 @@ if ! install_modules || ! ntb_pair; then
 fi
 ktap_pass "ntb devices present: $LOCAL_DEV / $REMOTE_DEV"
 
+# ntb_tool: the top-level link file (write-only) enables/disables the link;
+# peerN/link reads Y/N. A freshly probed ntb_tool leaves the link disabled.
+enable_local() { echo Y > "$DEBUGFS/ntb_tool/$LOCAL_DEV/link"; }
+enable_peer() { peer "echo Y > $DEBUGFS/ntb_tool/$REMOTE_DEV/link"; }
 modprobe ntb_tool && { ! is_pair || peer modprobe ntb_tool; }
-# ntb_tool: peerN/link reads Y/N; the top-level link file is write-only
+enable_local
+enable_peer
 LINK=$DEBUGFS/ntb_tool/$LOCAL_DEV/peer0/link
 link_is() { [ "$(cat "$LINK" 2>/dev/null)" = "$1" ]; }
 ktap_check "link up with ntb_tool on both ports" wait_for 10 link_is Y
@@ -37,12 +42,13 @@ else
 fi
 
 peer "echo $REMOTE_DEV > $DRV/bind"
+wait_for 10 peer "test -e $DEBUGFS/ntb_tool/$REMOTE_DEV/link" && enable_peer
 ktap_check "link up again after the peer driver rebinds" wait_for 10 link_is Y
 
 peer "modprobe -r ntb_tool"
 ktap_check "link down when the peer's client disables the link" \
 	wait_for "$LINK_TIMEOUT" link_is N
-peer "modprobe ntb_tool"
+peer "modprobe ntb_tool" && enable_peer
 ktap_check "link up when the peer's client enables it again" wait_for 10 link_is Y
 
 if [ "${NTRDMA_TOPO:-}" = pair ]; then
@@ -55,7 +61,7 @@ if [ "${NTRDMA_TOPO:-}" = pair ]; then
 		ok=0
 	fi
 	testbed-ctl start-peer >/dev/null && install_modules &&
-		peer "modprobe ntb_tool" && wait_for 20 link_is Y && up=1 || up=0
+		peer "modprobe ntb_tool" && enable_peer && wait_for 20 link_is Y && up=1 || up=0
 	if [ $ok = 1 ] && [ $up = 1 ]; then
 		ktap_pass "peer guest killed: link down, back up after a new peer boots"
 	else
