@@ -409,7 +409,7 @@ qemu_args() {
 	fi
 }
 
-CMDLINE="console=ttyS0 panic=-1 loglevel=5 ntrdma.role="
+CMDLINE="console=ttyS0 panic=-1 loglevel=5 testbed.role="
 
 make_initrd a
 if [ "$TOPO" = pair ]; then
@@ -425,7 +425,7 @@ if [ "$TOPO" = pair ]; then
 		printf ' %q' "${QA[@]}"
 		printf ' -chardev file,id=con,path=%q/$con' "$(qesc "$OUT")"
 		printf ' -serial chardev:con -pidfile %q/qemu-b.$inst.pid' "$RUN"
-		printf ' -append %q"$inst"\n' "${CMDLINE}b ntrdma.inst="
+		printf ' -append %q"$inst"\n' "${CMDLINE}b testbed.inst="
 	} >"$RUN/start-b.sh"
 	chmod +x "$RUN/start-b.sh"
 	setpriv --pdeathsig TERM -- "$CTL_DIR/ntrdma-relay" --run "$RUN" \
@@ -450,7 +450,7 @@ qemu_args a
 : >"$OUT/console-a.log"
 START=$SECONDS
 setpriv --pdeathsig KILL -- "${QA[@]}" -chardev "file,id=con,path=$(qesc "$OUT/console-a.log")" -serial chardev:con \
-	-pidfile "$RUN/qemu-a.pid" -append "${CMDLINE}a ntrdma.inst=1" \
+	-pidfile "$RUN/qemu-a.pid" -append "${CMDLINE}a testbed.inst=1" \
 	</dev/null >"$OUT/qemu-a.log" 2>&1 &
 QEMU_A=$!
 PIDS+=("$QEMU_A")
