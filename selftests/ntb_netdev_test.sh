@@ -6,6 +6,7 @@
 # this host) or between the two hosts (pair).
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
+. "$(dirname "$0")/lib/net.sh"
 
 IPERF_SECS=${IPERF_SECS:-5}
 A_IP=10.77.0.1
@@ -61,30 +62,8 @@ ktap_check "carrier up within 20 s" wait_for 20 carrier
 ktap_check "ping A->B" $A "ping -c 3 -W 2 $B_IP >/dev/null"
 ktap_check "ping B->A" $B "ping -c 3 -W 2 $A_IP >/dev/null"
 
-# iperf3 -J: sum_received.bits_per_second
-iperf_gbps() {
-	jq -r '.end.sum_received.bits_per_second / 1e9 * 1000 | floor / 1000'
-}
-
-run_iperf() { # NAME SERVER_SIDE CLIENT_SIDE SERVER_IP [args]
-	local name=$1 srv=$2 cli=$3 ip=$4 out g
-	shift 4
-	$srv "iperf3 -s -1 -D -p 5201 >/dev/null 2>&1"
-	sleep 1
-	out=$($cli "timeout 60 iperf3 -J -c $ip -p 5201 -t $IPERF_SECS $*") || {
-		ktap_fail "iperf3 $name"
-		return
-	}
-	g=$(iperf_gbps <<< "$out") || g=0
-	metric "ntb_netdev_iperf3_${name}_Gbps" "$g" "Gbit/s"
-	if awk -v g="$g" 'BEGIN { exit !(g > 0) }'; then
-		ktap_pass "iperf3 $name: $g Gbit/s"
-	else
-		ktap_fail "iperf3 $name: no throughput"
-	fi
-}
-run_iperf tcp_AtoB "$B" "$A" "$B_IP"
-run_iperf tcp_BtoA "$A" "$B" "$A_IP"
+iperf_check ntb_netdev_iperf3 tcp_AtoB "$B" "$A" "$B_IP" 5201
+iperf_check ntb_netdev_iperf3 tcp_BtoA "$A" "$B" "$A_IP" 5201
 
 # cleanup
 if ! is_pair; then

@@ -9,6 +9,7 @@
 # Needs an NTB with a flat window (test bed: --flat 1).
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
+. "$(dirname "$0")/lib/net.sh"
 
 IPERF_SECS=${IPERF_SECS:-4}
 CYCLES=${NTRDMA_CYCLES:-20}
@@ -89,29 +90,6 @@ carrier_is() { # SIDE VALUE
 
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
-iperf_gbps() {
-	jq -r '(.end.sum_received // .end.sum).bits_per_second / 1e9 * 1000 | floor / 1000'
-}
-
-# run_iperf NAME SERVER CLIENT SERVER_IP [iperf3 args]: metric + pass/fail
-run_iperf() {
-	local name=$1 srv=$2 cli=$3 ip=$4 out g
-	shift 4
-	${!srv} "iperf3 -s -1 -D -p 5202 >/dev/null 2>&1"
-	sleep 1
-	out=$(${!cli} "timeout 60 iperf3 -J -c $ip -p 5202 -t $IPERF_SECS $*") || {
-		ktap_fail "iperf3 $name"
-		return
-	}
-	g=$(iperf_gbps <<< "$out") || g=0
-	metric "ntr_iperf3_${name}_Gbps" "$g" "Gbit/s"
-	if awk -v g="$g" 'BEGIN { exit !(g > 0) }'; then
-		ktap_pass "iperf3 $name: $g Gbit/s"
-	else
-		ktap_fail "iperf3 $name: no throughput"
-	fi
-}
-
 ping_ok() { $A "ping -c 2 -W 2 $B_IP >/dev/null" && $B "ping -c 2 -W 2 $A_IP >/dev/null"; }
 
 # 1
@@ -127,11 +105,11 @@ ktap_check "carrier up on both within 5 s" wait_for 5 both_carrier
 # 3
 ktap_check "ping both ways" ping_ok
 # 4-8
-run_iperf tcp_AtoB B A "$B_IP"
-run_iperf tcp_BtoA A B "$A_IP"
-run_iperf tcp4_AtoB B A "$B_IP" -P 4
-run_iperf tcp4_BtoA A B "$A_IP" -P 4
-run_iperf udp_AtoB B A "$B_IP" -u -b 2G -l 8000
+iperf_check ntr_iperf3 tcp_AtoB "$B" "$A" "$B_IP" 5202
+iperf_check ntr_iperf3 tcp_BtoA "$A" "$B" "$A_IP" 5202
+iperf_check ntr_iperf3 tcp4_AtoB "$B" "$A" "$B_IP" 5202 -P 4
+iperf_check ntr_iperf3 tcp4_BtoA "$A" "$B" "$A_IP" 5202 -P 4
+iperf_check ntr_iperf3 udp_AtoB "$B" "$A" "$B_IP" 5202 -u -b 2G -l 8000
 
 # 9: MTU changes
 mtu_ok=1
