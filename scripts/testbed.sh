@@ -319,7 +319,7 @@ fi
 # module, loading its dependencies first.
 modprobe_conf() {
 	local ko name deps d line
-	for ko in "$NTRDMA_KBUILD"/*.ko "$NTRDMA_HW_KO"; do
+	for ko in "$NTRDMA_KBUILD"/*.ko "$NTRDMA_HW_KO" "$NTRDMA_ROOT"/*.ko; do
 		[ -f "$ko" ] || continue
 		name=$(basename "$ko" .ko)
 		name=${name//-/_}

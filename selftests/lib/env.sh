@@ -37,15 +37,18 @@ remote_host() {
 	fi
 }
 
-# In the test bed, make modprobe find the modules we built (both sides).
+# Make modprobe find the modules we built, on both sides. The test bed
+# already did (modprobe install rules naming build/ and the repository's .ko
+# files); elsewhere copy them under /lib/modules and run depmod.
 install_modules() {
 	local cmd
-	[ -d "$NTRDMA_ROOT/build/kernel" ] || return 0
-	cmd="d=/lib/modules/\$(uname -r)/extra/ntrdma; mkdir -p \$d &&
-	     cp $NTRDMA_ROOT/build/kernel/*.ko $NTRDMA_ROOT/ntb_hw/*.ko $NTRDMA_ROOT/*.ko \$d/ &&
-	     depmod -a"
-	sh -c "$cmd" || return 1
-	if is_pair; then peer "$cmd" || return 1; fi
+	if [ -z "${NTRDMA_TOPO:-}" ] && [ -d "$NTRDMA_ROOT/build/kernel" ]; then
+		cmd="d=/lib/modules/\$(uname -r)/extra/ntrdma; mkdir -p \$d &&
+		     cp $NTRDMA_ROOT/build/kernel/*.ko $NTRDMA_ROOT/ntb_hw/*.ko $NTRDMA_ROOT/*.ko \$d/ &&
+		     depmod -a"
+		sh -c "$cmd" || return 1
+		if is_pair; then peer "$cmd" || return 1; fi
+	fi
 	mountpoint -q "$DEBUGFS" || mount -t debugfs none "$DEBUGFS"
 	if is_pair; then
 		peer "mountpoint -q $DEBUGFS || mount -t debugfs none $DEBUGFS"
