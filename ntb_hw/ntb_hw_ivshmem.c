@@ -181,7 +181,12 @@ static u64 ivntb_link_is_up(struct ntb_dev *ntb, enum ntb_speed *speed,
 			    enum ntb_width *width)
 {
 	struct ivntb_dev *iv = ntb_ivntb(ntb);
-	bool up = READ_ONCE(iv->link_up);
+	/*
+	 * Read the registers, not the state cached for link events: the
+	 * doorbell vector may fire before the link-change vector, and a client
+	 * must already see the link up when the peer's first doorbell arrives.
+	 */
+	bool up = ivntb_link_state(iv);
 
 	if (speed)
 		*speed = up ? NTB_SPEED_GEN3 : NTB_SPEED_NONE;
@@ -271,7 +276,7 @@ static int ivntb_mw_get_align(struct ntb_dev *ntb, int pidx, int widx,
 
 	if (pidx != 0 || widx < 0 || widx >= iv->mw_count)
 		return -EINVAL;
-	if (!READ_ONCE(iv->link_up))
+	if (!ivntb_link_state(iv))
 		return -ENOLINK;
 
 	if (widx == IVNTB_MW_FLAT) {
