@@ -52,6 +52,9 @@
 #define IVNTB_CTRL_VECTOR	0
 #define IVNTB_NR_VECTORS	(1 + IVNTB_DB_VECTORS)
 #define IVNTB_MSG_INBITS	GENMASK_ULL(IVNTB_MSG_COUNT - 1, 0)
+/* status bit 4 + i: our last write to the peer's message i failed (full) */
+#define IVNTB_MSG_OUTBITS	(IVNTB_MSG_INBITS << IVNTB_MSG_COUNT)
+#define IVNTB_MSG_ALLBITS	(IVNTB_MSG_INBITS | IVNTB_MSG_OUTBITS)
 
 #define IVNTB_FN_REGS		0
 #define IVNTB_FN_AP_IN		1
@@ -100,6 +103,7 @@ struct ivntb_dev {
 	bool mw_trans_set[IVNTB_MAX_MW];
 	u64 db_mask;
 	u64 msg_mask;
+	unsigned long msg_outsts;	/* IVNTB_MSG_OUTBITS, local */
 	bool link_up;
 	const struct dma_map_ops *saved_dma_ops;
 };
@@ -526,26 +530,37 @@ static u64 ivntb_msg_inbits(struct ntb_dev *ntb)
 
 static u64 ivntb_msg_outbits(struct ntb_dev *ntb)
 {
-	return 0;
+	return IVNTB_MSG_OUTBITS;
 }
 
 static u64 ivntb_msg_read_sts(struct ntb_dev *ntb)
 {
-	return (u64)(u32)atomic_read(blk_msg_sts(ntb_ivntb(ntb)->lblk)) &
-	       IVNTB_MSG_INBITS;
+	struct ivntb_dev *iv = ntb_ivntb(ntb);
+
+	return ((u64)(u32)atomic_read(blk_msg_sts(iv->lblk)) &
+		IVNTB_MSG_INBITS) | (READ_ONCE(iv->msg_outsts) &
+				     IVNTB_MSG_OUTBITS);
 }
 
 static int ivntb_msg_clear_sts(struct ntb_dev *ntb, u64 sts_bits)
 {
+	struct ivntb_dev *iv = ntb_ivntb(ntb);
+	int i;
+
 	/* Like a write-1-to-clear register: reserved bits are ignored. */
-	sts_bits &= IVNTB_MSG_INBITS;
-	atomic_andnot((int)sts_bits, blk_msg_sts(ntb_ivntb(ntb)->lblk));
+	atomic_andnot((int)(sts_bits & IVNTB_MSG_INBITS),
+		      blk_msg_sts(iv->lblk));
+	for (i = 0; i < IVNTB_MSG_COUNT; i++)
+		if (sts_bits & BIT_ULL(IVNTB_MSG_COUNT + i))
+			clear_bit(IVNTB_MSG_COUNT + i, &iv->msg_outsts);
 	return 0;
 }
 
 static void ivntb_msg_deliver(struct ivntb_dev *iv)
 {
-	if (ivntb_msg_read_sts(&iv->ntb) & ~READ_ONCE(iv->msg_mask))
+	/* Only inbound messages raise the event; failures are polled. */
+	if (ivntb_msg_read_sts(&iv->ntb) & IVNTB_MSG_INBITS &
+	    ~READ_ONCE(iv->msg_mask))
 		ntb_msg_event(&iv->ntb);
 }
 
@@ -554,7 +569,7 @@ static int ivntb_msg_set_mask(struct ntb_dev *ntb, u64 mask_bits)
 	struct ivntb_dev *iv = ntb_ivntb(ntb);
 	unsigned long flags;
 
-	if (mask_bits & ~IVNTB_MSG_INBITS)
+	if (mask_bits & ~IVNTB_MSG_ALLBITS)
 		return -EINVAL;
 	spin_lock_irqsave(&iv->lock, flags);
 	iv->msg_mask |= mask_bits;
@@ -567,7 +582,7 @@ static int ivntb_msg_clear_mask(struct ntb_dev *ntb, u64 mask_bits)
 	struct ivntb_dev *iv = ntb_ivntb(ntb);
 	unsigned long flags;
 
-	if (mask_bits & ~IVNTB_MSG_INBITS)
+	if (mask_bits & ~IVNTB_MSG_ALLBITS)
 		return -EINVAL;
 	spin_lock_irqsave(&iv->lock, flags);
 	iv->msg_mask &= ~mask_bits;
@@ -593,9 +608,15 @@ static int ivntb_peer_msg_write(struct ntb_dev *ntb, int pidx, int midx,
 
 	if (pidx != 0 || midx < 0 || midx >= IVNTB_MSG_COUNT)
 		return -EINVAL;
-	/* The peer has not consumed the previous message: never overwrite. */
-	if (atomic_read(sts) & BIT(midx))
+	/*
+	 * The peer has not consumed the previous message: never overwrite;
+	 * report the failure in our outbound status bit, as hardware does
+	 * (ntb_perf retries on it).
+	 */
+	if (atomic_read(sts) & BIT(midx)) {
+		set_bit(IVNTB_MSG_COUNT + midx, &iv->msg_outsts);
 		return -EBUSY;
+	}
 	blk_write(iv->pblk, IVNTB_OFF_MSG + 4 * midx, msg);
 	smp_mb__before_atomic(); /* the message before its status bit */
 	atomic_or(BIT(midx), sts);

@@ -53,9 +53,14 @@ fi
 
 # Stock NTB clients expect two small windows (no flat window); NTRDMA needs
 # the flat window: one test-bed run each.
-RUNS=${CHECK_RUNS:-"stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh ntrdma:1:ntrdma_net_test.sh"}
+# ntrdma_net_test.sh in the two-guest topology is not gating yet: it has not
+# had a full verification run there (the engine issue is still open).
+STOCK="stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh"
+RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$STOCK ntrdma:1:ntrdma_net_test.sh"}}
+RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$STOCK"}}
 for topo in $TOPOS; do
-for run in $RUNS; do
+runs_var=RUNS_$topo
+for run in ${!runs_var}; do
 	rname=${run%%:*}
 	flat=${run#*:}
 	tests=${flat#*:}
