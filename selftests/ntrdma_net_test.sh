@@ -214,12 +214,20 @@ bring_up
 ktap_check "local reload: carrier and traffic back" wait_for 10 ping_ok
 
 # 18-19: load/unload cycles under traffic, no leaks
-slab_kb() { sed -n 's/^Slab: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
+# Receive buffers are ~66 KiB kmallocs (page allocator, not slab): one
+# leaked session is 32 MiB per side. Over the cycles free memory may drift by
+# a few MiB (namespace teardown is asynchronous), far below a buffer leak:
+# allow 8 MiB per cycle on average (caches dropped both times).
+mem_kb() {
+	sync
+	echo 3 > /proc/sys/vm/drop_caches
+	sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo
+}
 refs() { cat /sys/module/ntb/refcnt /sys/module/ntb_hw_ivshmem/refcnt 2>/dev/null | xargs; }
 modprobe -r ntrdma
 ip netns del ntA 2>/dev/null; ip netns del ntB 2>/dev/null
 r0=$(refs)
-s0=$(slab_kb)
+s0=$(mem_kb)
 cyc_ok=0
 for ((i = 0; i < CYCLES; i++)); do
 	bring_up || break
@@ -233,14 +241,13 @@ for ((i = 0; i < CYCLES; i++)); do
 	is_pair && peer "pkill iperf3" 2>/dev/null
 	cyc_ok=$((cyc_ok + 1))
 done
-sync
-echo 2 > /proc/sys/vm/drop_caches
-s1=$(slab_kb)
+sleep 2
+s1=$(mem_kb)
 r1=$(refs)
-ktap_diag "cycles $cyc_ok/$CYCLES; slab ${s0} -> ${s1} kB; refcnt '$r0' -> '$r1'"
+ktap_diag "cycles $cyc_ok/$CYCLES; MemAvailable ${s0} -> ${s1} kB; refcnt '$r0' -> '$r1'"
 ktap_check "$CYCLES load/unload cycles under traffic" test "$cyc_ok" = "$CYCLES"
-ktap_check "no leak: module refcounts equal, slab within 2 MiB" \
-	test "$r0" = "$r1" -a $((s1 - s0)) -lt 2048
+ktap_check "no leak: module refcounts equal, MemAvailable within 8 MiB per cycle" \
+	test "$r0" = "$r1" -a $((s0 - s1)) -lt $((CYCLES * 8192))
 
 # 20-22: counters and state from debugfs and ethtool after a fresh start
 bring_up
