@@ -64,7 +64,6 @@
 
 #define IVNTB_AP_SLOTS		2
 #define IVNTB_MW_FLAT		IVNTB_AP_SLOTS
-#define IVNTB_MAX_MW		(IVNTB_AP_SLOTS + 1)
 
 static bool flat_window = true;
 module_param(flat_window, bool, 0444);
@@ -100,7 +99,6 @@ struct ivntb_dev {
 	spinlock_t lock;	/* slots, masks, link state */
 	unsigned long slot_used;
 	int slot_hint;
-	bool mw_trans_set[IVNTB_MAX_MW];
 	u64 db_mask;
 	u64 msg_mask;
 	unsigned long msg_outsts;	/* IVNTB_MSG_OUTBITS, local */
@@ -332,7 +330,6 @@ static int ivntb_mw_set_trans(struct ntb_dev *ntb, int pidx, int widx,
 			return -EINVAL;
 		}
 	}
-	WRITE_ONCE(iv->mw_trans_set[widx], true);
 	return 0;
 }
 
@@ -340,9 +337,9 @@ static int ivntb_mw_clear_trans(struct ntb_dev *ntb, int pidx, int widx)
 {
 	struct ivntb_dev *iv = ntb_ivntb(ntb);
 
+	/* Nothing to undo: the windows are fixed apertures. */
 	if (pidx != 0 || widx < 0 || widx >= iv->mw_count)
 		return -EINVAL;
-	WRITE_ONCE(iv->mw_trans_set[widx], false);
 	return 0;
 }
 

@@ -71,7 +71,6 @@ struct ntrdma_dev {
 	u32 hb_seq;			/* our heartbeat counter */
 	u32 hb_seen;			/* last peer heartbeat seen */
 	unsigned long hb_seen_at;	/* jiffies */
-	unsigned long up_at;
 	struct delayed_work link_work;
 	struct workqueue_struct *wq;
 	bool stopping;
@@ -94,8 +93,7 @@ int ntrdma_link_init(struct ntrdma_dev *ndev);
 void ntrdma_link_start(struct ntrdma_dev *ndev);
 void ntrdma_link_stop(struct ntrdma_dev *ndev);
 void ntrdma_link_fini(struct ntrdma_dev *ndev);
-void ntrdma_link_hw_event(struct ntrdma_dev *ndev);
-void ntrdma_link_ctrl_event(struct ntrdma_dev *ndev);
+void ntrdma_link_kick(struct ntrdma_dev *ndev);
 void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what);
 bool ntrdma_link_is_up(struct ntrdma_dev *ndev);
 extern unsigned int ntrdma_heartbeat_ms;

@@ -114,7 +114,6 @@ static void ntrdma_go_up(struct ntrdma_dev *ndev)
 {
 	ndev->hb_seen = READ_ONCE(ndev->inbox->hb_seq);
 	ndev->hb_seen_at = jiffies;
-	ndev->up_at = jiffies;
 	ntrdma_vdb_reset(ndev);
 	WRITE_ONCE(ndev->state, NTRDMA_LINK_UP);
 	ntrdma_hb_send(ndev);
@@ -245,7 +244,7 @@ out:
 	mutex_unlock(&ndev->link_lock);
 }
 
-/* A face saw the peer break the protocol: restart the session. */
+/* A face saw the peer break the protocol: count and log it. */
 void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what)
 {
 	atomic64_inc(&ndev->stats.proto_errors);
@@ -253,12 +252,8 @@ void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what)
 			    ndev->name, what);
 }
 
-void ntrdma_link_hw_event(struct ntrdma_dev *ndev)
-{
-	mod_delayed_work(ndev->wq, &ndev->link_work, 0);
-}
-
-void ntrdma_link_ctrl_event(struct ntrdma_dev *ndev)
+/* NTB link event or control doorbell: look at the link state now. */
+void ntrdma_link_kick(struct ntrdma_dev *ndev)
 {
 	mod_delayed_work(ndev->wq, &ndev->link_work, 0);
 }

@@ -27,7 +27,7 @@ static DEFINE_IDA(ntrdma_ida);
 
 static void ntrdma_ctx_link_event(void *ctx)
 {
-	ntrdma_link_hw_event(ctx);
+	ntrdma_link_kick(ctx);
 }
 
 static void ntrdma_ctx_db_event(void *ctx, int vector)
@@ -37,7 +37,7 @@ static void ntrdma_ctx_db_event(void *ctx, int vector)
 
 	if (db & BIT_ULL(NTRDMA_DB_CTRL)) {
 		ntb_db_clear(ndev->ntb, BIT_ULL(NTRDMA_DB_CTRL));
-		ntrdma_link_ctrl_event(ndev);
+		ntrdma_link_kick(ndev);
 	}
 	if (db & BIT_ULL(NTRDMA_DB_VDB)) {
 		/* Clear before scanning: a ring after the scan re-raises. */
