@@ -41,17 +41,21 @@ for f in drivers/ntb/core.c drivers/ntb/ntb_transport.c \
 done
 cp -u "$LSRC"/drivers/infiniband/sw/siw/*.[ch] "$OUT/siw/"
 
-cat > "$OUT/Kbuild" <<'KB'
+# Written only when changed: several work trees may share this folder.
+put() { cmp -s - "$1" 2>/dev/null <<<"$2" || printf '%s\n' "$2" > "$1"; }
+put "$OUT/Kbuild" "$(cat <<'KB'
 obj-m += ntb.o ntb_transport.o ntb_netdev.o ntb_tool.o ntb_perf.o ntb_pingpong.o
 ntb-y := core.o
 KB
-cat > "$OUT/siw/Kbuild" <<'KB'
+)"
+put "$OUT/siw/Kbuild" "$(cat <<'KB'
 obj-m += siw.o
 siw-y := siw_cm.o siw_cq.o siw_main.o siw_mem.o siw_qp.o siw_qp_tx.o \
 	 siw_qp_rx.o siw_verbs.o
 KB
+)"
 
 make -s -C "$KDIR" M="$OUT" modules
 make -s -C "$KDIR" M="$OUT/siw" CONFIG_RDMA_SIW=m modules
-cp "$OUT/siw/siw.ko" "$OUT/siw.ko"
+cmp -s "$OUT/siw/siw.ko" "$OUT/siw.ko" || cp "$OUT/siw/siw.ko" "$OUT/siw.ko"
 echo "build-kernel-ext: built $(cd "$OUT" && ls ./*.ko | xargs -n1 basename | tr '\n' ' ')"
