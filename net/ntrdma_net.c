@@ -30,7 +30,7 @@
 
 #include "../rdma/ntrdma.h"
 
-#define NTR_RING		NTRDMA_NET_RING
+#define NTR_RING		NTRDMA_TQP_RING
 #define NTR_MAX_FRAME		(65536 + VLAN_ETH_HLEN)
 #define NTR_MAX_MTU		(NTR_MAX_FRAME - VLAN_ETH_HLEN)
 #define NTR_DEFAULT_MTU		NTR_MAX_MTU
@@ -42,24 +42,22 @@ struct ntr_rx_buf {
 	dma_addr_t dma;
 };
 
+/* Each set has one writer: NAPI, the xmit path, or send completions. */
 struct ntr_counters {
-	u64 rx_packets, rx_bytes, tx_packets, tx_bytes;
-	u64 rx_dropped, tx_dropped, rx_errors, tx_errors;
-	u64 tx_busy, tx_wakes, rx_refill_fail, proto_errors;
-	u64 doorbells, rx_dropped_down;
+	u64 packets, bytes, dropped, errors;
+	u64 busy, refill_fail, proto_errors, dropped_down;
 	struct u64_stats_sync syncp;
 };
 
 struct ntrdma_net {
 	struct ntrdma_dev *ndev;
 	struct net_device *netdev;
+	struct ntrdma_tqp *qp;
 	struct napi_struct napi;
 	bool active;		/* a link session's datapath runs (rtnl) */
 
-	/* receive: buffers we posted to the peer */
+	/* receive: buffers we posted to the peer, by ring position */
 	struct ntr_rx_buf rx[NTR_RING];
-	u32 rx_post;		/* next position to post */
-	u32 rx_cons;		/* next completion to consume */
 	u32 rx_buf_len;		/* bytes the peer may write per buffer */
 	u32 rx_alloc_len;
 
@@ -71,13 +69,12 @@ struct ntrdma_net {
 	struct ntr_rx_buf quar[NTR_RING];
 	u32 quar_count;
 
-	/* transmit: the peer's posted buffers */
-	u32 tx_pos;		/* next peer buffer to fill */
-	u32 tx_published;	/* cq_prod last written to the peer */
-	u32 rx_published;	/* post_prod last written to the peer */
+	spinlock_t bql_lock;	/* netdev_completed_queue() callers */
 
-	struct ntr_counters rxc;	/* updated in NAPI */
-	struct ntr_counters txc;	/* updated under the tx lock */
+	struct ntr_counters rxc;	/* NAPI */
+	struct ntr_counters txc;	/* xmit, under the tx lock */
+	struct ntr_counters donec;	/* send completions */
+	atomic64_t tx_wakes;
 };
 
 static void ntr_count(struct ntr_counters *c, u64 *field, u64 n)
@@ -89,29 +86,36 @@ static void ntr_count(struct ntr_counters *c, u64 *field, u64 n)
 
 /* ---- receive ---- */
 
-static int ntr_post_one(struct ntrdma_net *net, struct ntrdma_inbox __iomem *pi,
-			gfp_t gfp)
+static void ntr_free_buf(struct ntrdma_net *net, struct ntr_rx_buf *b)
+{
+	dma_unmap_single(net->ndev->dma_dev, b->dma, net->rx_buf_len,
+			 DMA_FROM_DEVICE);
+	kfree(b->data);
+	b->data = NULL;
+}
+
+static int ntr_post_one(struct ntrdma_net *net, gfp_t gfp)
 {
 	struct ntrdma_dev *ndev = net->ndev;
-	u32 pos = net->rx_post, idx = ntrdma_ring_idx(pos, NTR_RING);
-	struct ntr_rx_buf *b = &net->rx[idx];
-	struct ntrdma_wire_rxd d;
+	struct ntr_rx_buf b;
+	u32 pos;
+	int rc;
 
-	b->data = kmalloc(net->rx_alloc_len, gfp);
-	if (!b->data)
+	b.data = kmalloc(net->rx_alloc_len, gfp);
+	if (!b.data)
 		return -ENOMEM;
-	b->dma = dma_map_single(ndev->dma_dev, (u8 *)b->data + NTR_HEADROOM,
-				net->rx_buf_len, DMA_FROM_DEVICE);
-	if (dma_mapping_error(ndev->dma_dev, b->dma)) {
-		kfree(b->data);
-		b->data = NULL;
+	b.dma = dma_map_single(ndev->dma_dev, (u8 *)b.data + NTR_HEADROOM,
+			       net->rx_buf_len, DMA_FROM_DEVICE);
+	if (dma_mapping_error(ndev->dma_dev, b.dma)) {
+		kfree(b.data);
 		return -EIO;
 	}
-	d.addr = b->dma;
-	d.len = net->rx_buf_len;
-	d.seq = pos;
-	memcpy_toio(&pi->net_rxd[idx], &d, sizeof(d));
-	net->rx_post = pos + 1;
+	rc = ntrdma_tqp_post_recv(net->qp, b.dma, net->rx_buf_len, &pos);
+	if (rc) {
+		ntr_free_buf(net, &b);
+		return rc;
+	}
+	net->rx[ntrdma_ring_idx(pos, NTR_RING)] = b;
 	return 0;
 }
 
@@ -119,171 +123,134 @@ static int ntr_post_one(struct ntrdma_net *net, struct ntrdma_inbox __iomem *pi,
 static void ntr_quarantine_rx(struct ntrdma_net *net)
 {
 	struct ntr_rx_buf *b;
-	u32 pos;
+	int i;
 
-	for (pos = net->rx_cons; pos != net->rx_post; pos++) {
-		b = &net->rx[ntrdma_ring_idx(pos, NTR_RING)];
+	for (i = 0; i < NTR_RING; i++) {
+		b = &net->rx[i];
+		if (!b->data)
+			continue;
 		if (WARN_ON_ONCE(net->quar_count >= NTR_RING))
 			break;
 		net->quar[net->quar_count++] = *b;
 		b->data = NULL;
 	}
-	net->rx_cons = net->rx_post;
 }
 
 static void ntr_free_quarantine(struct ntrdma_net *net)
 {
-	struct ntr_rx_buf *b;
-
-	while (net->quar_count) {
-		b = &net->quar[--net->quar_count];
-		dma_unmap_single(net->ndev->dma_dev, b->dma, net->rx_buf_len,
-				 DMA_FROM_DEVICE);
-		kfree(b->data);
-		b->data = NULL;
-	}
+	while (net->quar_count)
+		ntr_free_buf(net, &net->quar[--net->quar_count]);
 }
 
-/* Post buffers up to a full ring; tell the peer. Returns buffers posted. */
-static int ntr_refill(struct ntrdma_net *net, gfp_t gfp)
+/* Post buffers up to a full ring and tell the peer. */
+static void ntr_refill(struct ntrdma_net *net, gfp_t gfp)
 {
-	struct ntrdma_inbox __iomem *pi = READ_ONCE(net->ndev->pinbox);
 	int n = 0;
 
-	if (!pi)
-		return 0;
-	while ((u32)(net->rx_post - net->rx_cons) < NTR_RING) {
-		if (ntr_post_one(net, pi, gfp)) {
-			ntr_count(&net->rxc, &net->rxc.rx_refill_fail, 1);
+	while (ntrdma_tqp_recv_room(net->qp)) {
+		if (ntr_post_one(net, gfp)) {
+			ntr_count(&net->rxc, &net->rxc.refill_fail, 1);
 			break;
 		}
 		n++;
 	}
-	if (n) {
-		u32 old = net->rx_published;
-
-		wmb(); /* descriptors before the producer index */
-		iowrite32(net->rx_post, &pi->net_post_prod);
-		net->rx_published = net->rx_post;
-		mb(); /* publish before reading the sender's wish */
-		if (ntrdma_need_event(READ_ONCE(net->ndev->inbox->net_tx_event),
-				      net->rx_post, old))
-			ntrdma_vdb_ring(net->ndev, NTRDMA_VDB_NET_TXWAKE);
-	}
-	return n;
+	if (n)
+		ntrdma_tqp_post_commit(net->qp);
 }
 
-static bool ntr_rx_pending(struct ntrdma_net *net)
+/* Turn a completed buffer into an skb; false when the frame is invalid. */
+static bool ntr_rx_one(struct ntrdma_net *net,
+		       const struct ntrdma_tqp_rcomp *c, struct ntr_rx_buf *b)
 {
-	return READ_ONCE(net->ndev->inbox->net_cq_prod) != net->rx_cons;
-}
-
-static void ntr_rx_one(struct ntrdma_net *net, const struct ntrdma_wire_cqe *c,
-		       struct ntr_rx_buf *b)
-{
-	struct net_device *dev = net->netdev;
+	struct ntrdma_net_meta m;
 	struct sk_buff *skb;
 
+	ntrdma_net_meta_unpack(c->meta, &m);
+	if (ntrdma_net_check_meta(&m, c->len))
+		return false;
 	dma_unmap_single(net->ndev->dma_dev, b->dma, net->rx_buf_len,
 			 DMA_FROM_DEVICE);
 	skb = build_skb(b->data, 0);
 	if (!skb) {
 		kfree(b->data);
 		b->data = NULL;
-		ntr_count(&net->rxc, &net->rxc.rx_dropped, 1);
-		return;
+		ntr_count(&net->rxc, &net->rxc.dropped, 1);
+		return true;
 	}
 	b->data = NULL;
 	skb_reserve(skb, NTR_HEADROOM);
 	skb_put(skb, c->len);
 
-	if (c->flags & NTRDMA_CQE_CSUM_OK) {
-		if (c->csum_start || c->csum_offset) {
+	if (m.flags & NTRDMA_NET_CSUM_OK) {
+		if (m.csum_start || m.csum_offset) {
 			/* Sender left the checksum to "hardware": finish it
 			 * only if this frame leaves the host again.
 			 */
-			if (!skb_partial_csum_set(skb, c->csum_start,
-						  c->csum_offset)) {
-				ntr_count(&net->rxc, &net->rxc.rx_errors, 1);
+			if (!skb_partial_csum_set(skb, m.csum_start,
+						  m.csum_offset)) {
+				ntr_count(&net->rxc, &net->rxc.errors, 1);
 				kfree_skb(skb);
-				return;
+				return true;
 			}
 		} else {
 			skb->ip_summed = CHECKSUM_UNNECESSARY;
 		}
 	}
-	if (c->flags & (NTRDMA_CQE_GSO_TCPV4 | NTRDMA_CQE_GSO_TCPV6)) {
-		skb_shinfo(skb)->gso_size = c->gso_size;
+	if (m.flags & (NTRDMA_NET_GSO_TCPV4 | NTRDMA_NET_GSO_TCPV6)) {
+		skb_shinfo(skb)->gso_size = m.gso_size;
 		skb_shinfo(skb)->gso_type = SKB_GSO_DODGY |
-			(c->flags & NTRDMA_CQE_GSO_TCPV6 ? SKB_GSO_TCPV6 :
+			(m.flags & NTRDMA_NET_GSO_TCPV6 ? SKB_GSO_TCPV6 :
 			 SKB_GSO_TCPV4);
 		skb_shinfo(skb)->gso_segs = 0;
 	}
-	skb->protocol = eth_type_trans(skb, dev);
+	skb->protocol = eth_type_trans(skb, net->netdev);
 	u64_stats_update_begin(&net->rxc.syncp);
-	net->rxc.rx_packets++;
-	net->rxc.rx_bytes += c->len;
+	net->rxc.packets++;
+	net->rxc.bytes += c->len;
 	u64_stats_update_end(&net->rxc.syncp);
 	napi_gro_receive(&net->napi, skb);
+	return true;
 }
 
 static int ntr_poll(struct napi_struct *napi, int budget)
 {
 	struct ntrdma_net *net = container_of(napi, struct ntrdma_net, napi);
-	struct ntrdma_inbox *in = net->ndev->inbox;
-	struct ntrdma_wire_cqe c;
+	struct ntrdma_tqp_rcomp c;
 	struct ntr_rx_buf *b;
-	int done = 0;
-	u32 prod, idx;
+	int done = 0, rc;
 
-	prod = READ_ONCE(in->net_cq_prod);
-	if (!ntrdma_ring_avail_ok(prod, net->rx_cons,
-				  net->rx_post - net->rx_cons)) {
-		/* Stale or hostile producer: take nothing from it. */
-		ntr_count(&net->rxc, &net->rxc.proto_errors, 1);
-		prod = net->rx_cons;
-	}
-	rmb(); /* the producer index before the completions */
-
-	while (done < budget && net->rx_cons != prod) {
-		idx = ntrdma_ring_idx(net->rx_cons, NTR_RING);
-		memcpy(&c, &in->net_cqe[idx], sizeof(c));
-		if (ntrdma_wire_check_cqe(&c, net->rx_cons, net->rx_buf_len)) {
-			ntr_count(&net->rxc, &net->rxc.proto_errors, 1);
-			ntrdma_link_proto_error(net->ndev, "bad net completion");
+	while (done < budget) {
+		rc = ntrdma_tqp_poll_recv(net->qp, &c, net->rx_buf_len);
+		if (rc <= 0) {
+			if (rc)
+				ntr_count(&net->rxc, &net->rxc.proto_errors, 1);
 			break;
 		}
-		b = &net->rx[idx];
-		if (netif_running(net->netdev)) {
-			ntr_rx_one(net, &c, b);
-		} else {
-			/* In flight when we closed: the interface is down. */
-			dma_unmap_single(net->ndev->dma_dev, b->dma,
-					 net->rx_buf_len, DMA_FROM_DEVICE);
-			kfree(b->data);
-			b->data = NULL;
-			ntr_count(&net->rxc, &net->rxc.rx_dropped_down, 1);
-		}
-		net->rx_cons++;
+		b = &net->rx[ntrdma_ring_idx(c.pos, NTR_RING)];
 		done++;
+		if (WARN_ON_ONCE(!b->data))
+			continue;
+		if (!netif_running(net->netdev)) {
+			/* In flight when we closed: the interface is down. */
+			ntr_free_buf(net, b);
+			ntr_count(&net->rxc, &net->rxc.dropped_down, 1);
+		} else if (!ntr_rx_one(net, &c, b)) {
+			ntr_free_buf(net, b);
+			ntr_count(&net->rxc, &net->rxc.proto_errors, 1);
+			ntrdma_link_proto_error(net->ndev, "bad net frame metadata");
+		}
 	}
 	if (done)
 		ntr_refill(net, GFP_ATOMIC);
 
-	if (done < budget && napi_complete_done(napi, done)) {
-		struct ntrdma_inbox __iomem *pi = READ_ONCE(net->ndev->pinbox);
-
-		/* Ask for a doorbell on the next completion, then re-check. */
-		if (pi)
-			iowrite32(net->rx_cons, &pi->net_rx_event);
-		mb(); /* the request before the re-check */
-		if (ntr_rx_pending(net))
-			napi_schedule(napi);
-	}
+	/* Ask for a doorbell on the next completion, then re-check. */
+	if (done < budget && napi_complete_done(napi, done) &&
+	    ntrdma_tqp_recv_arm(net->qp))
+		napi_schedule(napi);
 	return done;
 }
 
-static void ntr_vdb_rx(struct ntrdma_dev *ndev, void *ctx)
+static void ntr_tqp_rx(void *ctx)
 {
 	struct ntrdma_net *net = ctx;
 
@@ -296,7 +263,7 @@ static void ntr_update_carrier(struct ntrdma_net *net)
 	struct net_device *dev = net->netdev;
 
 	if (READ_ONCE(net->active) && netif_running(dev) &&
-	    READ_ONCE(net->ndev->inbox->net_peer_open) == 1) {
+	    ntrdma_tqp_peer_open(net->qp)) {
 		if (!netif_carrier_ok(dev))
 			netif_carrier_on(dev);
 		netif_wake_queue(dev);
@@ -306,7 +273,7 @@ static void ntr_update_carrier(struct ntrdma_net *net)
 	}
 }
 
-static void ntr_vdb_state(struct ntrdma_dev *ndev, void *ctx)
+static void ntr_tqp_peer_state(void *ctx)
 {
 	ntr_update_carrier(ctx);
 }
@@ -314,163 +281,135 @@ static void ntr_vdb_state(struct ntrdma_dev *ndev, void *ctx)
 /* Tell the peer whether to send to us. */
 static void ntr_publish_open(struct ntrdma_net *net)
 {
-	struct ntrdma_inbox __iomem *pi = READ_ONCE(net->ndev->pinbox);
-
-	if (!READ_ONCE(net->active) || !pi)
-		return;
-	iowrite32(netif_running(net->netdev) ? 1 : 0, &pi->net_peer_open);
-	ntrdma_vdb_ring(net->ndev, NTRDMA_VDB_NET_STATE);
+	if (READ_ONCE(net->active))
+		ntrdma_tqp_set_open(net->qp, netif_running(net->netdev));
 }
 
-static void ntr_vdb_txwake(struct ntrdma_dev *ndev, void *ctx)
+static void ntr_tqp_tx_space(void *ctx)
 {
 	struct ntrdma_net *net = ctx;
 
 	if (netif_queue_stopped(net->netdev) && netif_carrier_ok(net->netdev)) {
-		ntr_count(&net->txc, &net->txc.tx_wakes, 1);
+		atomic64_inc(&net->tx_wakes);
 		netif_wake_queue(net->netdev);
 	}
 }
 
 /* ---- transmit ---- */
 
-/* Is a posted peer buffer available? Fills @d when it is. */
-static bool ntr_tx_buf(struct ntrdma_net *net, struct ntrdma_wire_rxd *d)
+/* A send finished (any context but hard irq): BQL, counters, the skb. */
+static void ntr_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 {
-	struct ntrdma_inbox *in = net->ndev->inbox;
-	u32 prod = READ_ONCE(in->net_post_prod);
+	struct ntrdma_net *net = ctx;
+	struct sk_buff *skb = cookie;
+	unsigned long flags;
 
-	if (prod == net->tx_pos ||
-	    !ntrdma_ring_avail_ok(prod, net->tx_pos, NTR_RING))
-		return false;
-	rmb(); /* the producer index before the descriptor */
-	memcpy(d, &in->net_rxd[ntrdma_ring_idx(net->tx_pos, NTR_RING)],
-	       sizeof(*d));
-	return d->seq == net->tx_pos;
+	spin_lock_irqsave(&net->bql_lock, flags);
+	netdev_completed_queue(net->netdev, 1, len);
+	spin_unlock_irqrestore(&net->bql_lock, flags);
+	u64_stats_update_begin(&net->donec.syncp);
+	if (!status) {
+		net->donec.packets++;
+		net->donec.bytes += len;
+	} else if (status == -ENOLINK) {
+		net->donec.dropped++;	/* the session ended first */
+	} else {
+		net->donec.errors++;
+	}
+	u64_stats_update_end(&net->donec.syncp);
+	if (status)
+		dev_kfree_skb_any(skb);
+	else
+		dev_consume_skb_any(skb);
 }
 
-static void ntr_tx_copy(void __iomem *dst, struct sk_buff *skb)
+static int ntr_skb_sges(struct sk_buff *skb, struct ntrdma_tqp_sge *sg)
 {
-	unsigned int off = skb_headlen(skb);
-	int i;
+	int i, n = 0;
 
-	memcpy_toio(dst, skb->data, off);
+	if (skb_headlen(skb)) {
+		sg[n].page = virt_to_page(skb->data);
+		sg[n].off = offset_in_page(skb->data);
+		sg[n++].len = skb_headlen(skb);
+	}
 	for (i = 0; i < skb_shinfo(skb)->nr_frags; i++) {
 		const skb_frag_t *f = &skb_shinfo(skb)->frags[i];
-		u32 len = skb_frag_size(f), done = 0, poff, chunk;
-		struct page *p;
-		void *va;
 
-		while (done < len) {
-			p = skb_frag_page(f) +
-			    ((skb_frag_off(f) + done) >> PAGE_SHIFT);
-			poff = (skb_frag_off(f) + done) & ~PAGE_MASK;
-			chunk = min_t(u32, len - done, PAGE_SIZE - poff);
-			va = kmap_local_page(p);
-			memcpy_toio(dst + off, va + poff, chunk);
-			kunmap_local(va);
-			off += chunk;
-			done += chunk;
-		}
+		sg[n].page = skb_frag_page(f);
+		sg[n].off = skb_frag_off(f);
+		sg[n++].len = skb_frag_size(f);
 	}
+	return n;
 }
 
-static void ntr_tx_kick(struct ntrdma_net *net)
+static u64 ntr_skb_meta(struct sk_buff *skb)
 {
-	struct ntrdma_inbox __iomem *pi = READ_ONCE(net->ndev->pinbox);
+	struct ntrdma_net_meta m = {};
 
-	u32 old = net->tx_published;
-
-	if (!pi || old == net->tx_pos)
-		return;
-	wmb(); /* data and completions before the producer index */
-	iowrite32(net->tx_pos, &pi->net_cq_prod);
-	net->tx_published = net->tx_pos;
-	mb(); /* publish before reading the receiver's wish */
-	if (ntrdma_need_event(READ_ONCE(net->ndev->inbox->net_rx_event),
-			      net->tx_pos, old)) {
-		ntrdma_vdb_ring(net->ndev, NTRDMA_VDB_NET_RX);
-		ntr_count(&net->txc, &net->txc.doorbells, 1);
-	}
-}
-
-static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
-{
-	struct ntrdma_net *net = netdev_priv(dev);
-	struct ntrdma_dev *ndev = net->ndev;
-	struct ntrdma_inbox __iomem *pi = READ_ONCE(ndev->pinbox);
-	struct ntrdma_wire_rxd d;
-	struct ntrdma_wire_cqe c = {};
-	int rc;
-
-	if (!READ_ONCE(net->active) || !pi ||
-	    READ_ONCE(ndev->inbox->net_peer_open) != 1) {
-		/* Carrier just went off: the stack would drop it too. */
-		ntr_count(&net->txc, &net->txc.tx_dropped, 1);
-		dev_kfree_skb_any(skb);
-		return NETDEV_TX_OK;
-	}
-
-	if (!ntr_tx_buf(net, &d)) {
-		netif_stop_queue(dev);
-		/* Ask for TXWAKE when the peer posts buffer tx_pos. */
-		iowrite32(net->tx_pos, &pi->net_tx_event);
-		mb(); /* stop and ask before re-checking for a concurrent post */
-		if (!ntr_tx_buf(net, &d)) {
-			ntr_count(&net->txc, &net->txc.tx_busy, 1);
-			ntr_tx_kick(net);
-			return NETDEV_TX_BUSY;
-		}
-		netif_start_queue(dev);
-	}
-
-	rc = ntrdma_wire_check_rxd(&d, net->tx_pos, 1, NTR_MAX_FRAME,
-				   ndev->flat_size);
-	if (rc || d.len < skb->len) {
-		/* Never write outside what the peer posted. */
-		ntr_count(&net->txc, &net->txc.tx_errors, 1);
-		if (rc) {
-			ntr_count(&net->txc, &net->txc.proto_errors, 1);
-			ntrdma_link_proto_error(ndev, "bad net receive buffer");
-		} else {
-			net_warn_ratelimited("%s: %u-byte frame, peer buffers hold %u: dropped\n",
-					     dev->name, skb->len, d.len);
-		}
-		dev_kfree_skb_any(skb);
-		return NETDEV_TX_OK;
-	}
-
-	ntr_tx_copy(ndev->flat + d.addr, skb);
-
-	c.len = skb->len;
-	c.seq = net->tx_pos;
 	if (skb->ip_summed == CHECKSUM_PARTIAL) {
-		c.flags |= NTRDMA_CQE_CSUM_OK;
-		c.csum_start = skb_checksum_start_offset(skb);
-		c.csum_offset = skb->csum_offset;
+		m.flags |= NTRDMA_NET_CSUM_OK;
+		m.csum_start = skb_checksum_start_offset(skb);
+		m.csum_offset = skb->csum_offset;
 	} else if (skb->ip_summed == CHECKSUM_UNNECESSARY) {
-		c.flags |= NTRDMA_CQE_CSUM_OK;
+		m.flags |= NTRDMA_NET_CSUM_OK;
 	}
 	if (skb_is_gso(skb)) {
 		/* TSO: the whole super-frame crosses; the receiver keeps it
 		 * as one GSO skb (segmented only if it leaves that host).
 		 */
-		c.flags |= skb_shinfo(skb)->gso_type & SKB_GSO_TCPV6 ?
-			   NTRDMA_CQE_GSO_TCPV6 : NTRDMA_CQE_GSO_TCPV4;
-		c.gso_size = skb_shinfo(skb)->gso_size;
+		m.flags |= skb_shinfo(skb)->gso_type & SKB_GSO_TCPV6 ?
+			   NTRDMA_NET_GSO_TCPV6 : NTRDMA_NET_GSO_TCPV4;
+		m.gso_size = skb_shinfo(skb)->gso_size;
 	}
-	memcpy_toio(&pi->net_cqe[ntrdma_ring_idx(net->tx_pos, NTR_RING)], &c,
-		    sizeof(c));
-	net->tx_pos++;
+	return ntrdma_net_meta_pack(&m);
+}
 
-	u64_stats_update_begin(&net->txc.syncp);
-	net->txc.tx_packets++;
-	net->txc.tx_bytes += skb->len;
-	u64_stats_update_end(&net->txc.syncp);
-	dev_consume_skb_any(skb);
+static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
+{
+	struct ntrdma_net *net = netdev_priv(dev);
+	struct ntrdma_tqp_sge sg[NTRDMA_TQP_MAX_SGE];
+	unsigned long flags;
+	u32 len = skb->len;
+	bool kick;
+	int n, rc;
 
-	if (!netdev_xmit_more() || netif_queue_stopped(dev))
-		ntr_tx_kick(net);
+	if (!READ_ONCE(net->active) || !ntrdma_tqp_peer_open(net->qp)) {
+		/* Carrier just went off: the stack would drop it too. */
+		ntr_count(&net->txc, &net->txc.dropped, 1);
+		dev_kfree_skb_any(skb);
+		return NETDEV_TX_OK;
+	}
+	n = ntr_skb_sges(skb, sg);
+
+	/* BQL counts it first: with the CPU, send_done runs inside send. */
+	kick = __netdev_sent_queue(dev, len, netdev_xmit_more());
+	rc = ntrdma_tqp_send(net->qp, sg, n, len, ntr_skb_meta(skb), skb,
+			     !kick);
+	if (!rc)
+		return NETDEV_TX_OK;
+
+	spin_lock_irqsave(&net->bql_lock, flags);
+	netdev_completed_queue(dev, 1, len);
+	spin_unlock_irqrestore(&net->bql_lock, flags);
+	if (rc == -ENOSPC) {
+		/* No buffer posted; TXWAKE was requested (send re-checked). */
+		netif_stop_queue(dev);
+		ntr_count(&net->txc, &net->txc.busy, 1);
+		ntrdma_tqp_send_flush(net->qp);
+		smp_mb(); /* stopped before re-checking for a racing post */
+		if (ntrdma_tqp_send_ready(net->qp))
+			netif_start_queue(dev);
+		return NETDEV_TX_BUSY;
+	}
+	/* Never written outside what the peer posted. */
+	ntr_count(&net->txc, &net->txc.errors, 1);
+	if (rc == -EPROTO)
+		ntr_count(&net->txc, &net->txc.proto_errors, 1);
+	else if (rc == -EMSGSIZE)
+		net_warn_ratelimited("%s: %u-byte frame larger than the peer's buffers: dropped\n",
+				     dev->name, len);
+	dev_kfree_skb_any(skb);
+	ntrdma_tqp_send_flush(net->qp);
 	return NETDEV_TX_OK;
 }
 
@@ -478,25 +417,12 @@ static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
 
 static void ntr_session_start(struct ntrdma_net *net)
 {
-	struct ntrdma_dev *ndev = net->ndev;
-	u32 base = ndev->epoch ^ ndev->peer_epoch;
-
-	if (net->active || !ntrdma_link_is_up(ndev))
+	if (net->active || !ntrdma_link_is_up(net->ndev))
 		return;
 	/* The peer accepted this session: it left the previous one. */
 	ntr_free_quarantine(net);
-	net->rx_post = base;
-	net->rx_cons = base;
-	net->tx_pos = base;
-	net->tx_published = base;
-	net->rx_published = base;
-	/* Our completion producer starts at base before the peer can see a
-	 * buffer of this session; its post producer is the peer's to set.
-	 */
-	WRITE_ONCE(ndev->inbox->net_cq_prod, base);
-	WRITE_ONCE(ndev->inbox->net_tx_event, base);
-	/* The first completion of the session rings (before any post). */
-	iowrite32(base, &ndev->pinbox->net_rx_event);
+	ntrdma_tqp_start(net->qp);
+	netdev_reset_queue(net->netdev);
 	WRITE_ONCE(net->active, true);
 	ntr_refill(net, GFP_KERNEL);
 	napi_enable(&net->napi);
@@ -513,6 +439,8 @@ static void ntr_session_stop(struct ntrdma_net *net)
 	netif_carrier_off(net->netdev);
 	netif_tx_disable(net->netdev);
 	napi_disable(&net->napi);
+	/* Sends in flight complete (-ENOLINK) before this returns. */
+	ntrdma_tqp_stop(net->qp);
 	ntr_quarantine_rx(net);
 }
 
@@ -555,26 +483,40 @@ static int ntr_close(struct net_device *dev)
 	return 0;
 }
 
+static void ntr_read(struct ntr_counters *c, struct ntr_counters *out)
+{
+	unsigned int start;
+
+	do {
+		start = u64_stats_fetch_begin(&c->syncp);
+		out->packets = c->packets;
+		out->bytes = c->bytes;
+		out->dropped = c->dropped;
+		out->errors = c->errors;
+		out->busy = c->busy;
+		out->refill_fail = c->refill_fail;
+		out->proto_errors = c->proto_errors;
+		out->dropped_down = c->dropped_down;
+	} while (u64_stats_fetch_retry(&c->syncp, start));
+}
+
 static void ntr_get_stats64(struct net_device *dev,
 			    struct rtnl_link_stats64 *s)
 {
 	struct ntrdma_net *net = netdev_priv(dev);
-	unsigned int start;
+	struct ntr_counters r, t, d;
 
-	do {
-		start = u64_stats_fetch_begin(&net->rxc.syncp);
-		s->rx_packets = net->rxc.rx_packets;
-		s->rx_bytes = net->rxc.rx_bytes;
-		s->rx_dropped = net->rxc.rx_dropped;
-		s->rx_errors = net->rxc.rx_errors;
-	} while (u64_stats_fetch_retry(&net->rxc.syncp, start));
-	do {
-		start = u64_stats_fetch_begin(&net->txc.syncp);
-		s->tx_packets = net->txc.tx_packets;
-		s->tx_bytes = net->txc.tx_bytes;
-		s->tx_dropped = net->txc.tx_dropped;
-		s->tx_errors = net->txc.tx_errors;
-	} while (u64_stats_fetch_retry(&net->txc.syncp, start));
+	ntr_read(&net->rxc, &r);
+	ntr_read(&net->txc, &t);
+	ntr_read(&net->donec, &d);
+	s->rx_packets = r.packets;
+	s->rx_bytes = r.bytes;
+	s->rx_dropped = r.dropped + r.dropped_down;
+	s->rx_errors = r.errors + r.proto_errors;
+	s->tx_packets = d.packets;
+	s->tx_bytes = d.bytes;
+	s->tx_dropped = t.dropped + d.dropped;
+	s->tx_errors = t.errors + d.errors;
 }
 
 static const struct net_device_ops ntr_netdev_ops = {
@@ -591,8 +533,9 @@ static const struct net_device_ops ntr_netdev_ops = {
 static const char ntr_stat_names[][ETH_GSTRING_LEN] = {
 	"rx_packets", "rx_bytes", "rx_dropped", "rx_errors",
 	"rx_refill_fail", "rx_proto_errors", "rx_dropped_while_down",
-	"tx_packets", "tx_bytes", "tx_dropped", "tx_errors",
-	"tx_busy", "tx_wakes", "tx_doorbells", "tx_proto_errors",
+	"tx_packets", "tx_bytes", "tx_dropped_link_end", "tx_errors_done",
+	"tx_dropped_no_carrier", "tx_errors", "tx_busy", "tx_proto_errors",
+	"tx_wakes", "tx_doorbells", "tx_dma",
 };
 
 static void ntr_get_drvinfo(struct net_device *dev,
@@ -620,30 +563,29 @@ static void ntr_get_ethtool_stats(struct net_device *dev,
 				  struct ethtool_stats *stats, u64 *data)
 {
 	struct ntrdma_net *net = netdev_priv(dev);
-	struct ntr_counters *r = &net->rxc, *t = &net->txc;
-	unsigned int start;
+	struct ntr_counters r, t, d;
 
-	do {
-		start = u64_stats_fetch_begin(&r->syncp);
-		data[0] = r->rx_packets;
-		data[1] = r->rx_bytes;
-		data[2] = r->rx_dropped;
-		data[3] = r->rx_errors;
-		data[4] = r->rx_refill_fail;
-		data[5] = r->proto_errors;
-		data[6] = r->rx_dropped_down;
-	} while (u64_stats_fetch_retry(&r->syncp, start));
-	do {
-		start = u64_stats_fetch_begin(&t->syncp);
-		data[7] = t->tx_packets;
-		data[8] = t->tx_bytes;
-		data[9] = t->tx_dropped;
-		data[10] = t->tx_errors;
-		data[11] = t->tx_busy;
-		data[12] = t->tx_wakes;
-		data[13] = t->doorbells;
-		data[14] = t->proto_errors;
-	} while (u64_stats_fetch_retry(&t->syncp, start));
+	ntr_read(&net->rxc, &r);
+	ntr_read(&net->txc, &t);
+	ntr_read(&net->donec, &d);
+	*data++ = r.packets;
+	*data++ = r.bytes;
+	*data++ = r.dropped;
+	*data++ = r.errors;
+	*data++ = r.refill_fail;
+	*data++ = r.proto_errors;
+	*data++ = r.dropped_down;
+	*data++ = d.packets;
+	*data++ = d.bytes;
+	*data++ = d.dropped;
+	*data++ = d.errors;
+	*data++ = t.dropped;
+	*data++ = t.errors;
+	*data++ = t.busy;
+	*data++ = t.proto_errors;
+	*data++ = atomic64_read(&net->tx_wakes);
+	*data++ = ntrdma_tqp_doorbells(net->qp);
+	*data++ = net->ndev->dma_chan ? 1 : 0;
 }
 
 static void ntr_get_channels(struct net_device *dev,
@@ -684,6 +626,13 @@ static void ntr_set_mac(struct ntrdma_net *net)
 	eth_hw_addr_set(net->netdev, mac);
 }
 
+static const struct ntrdma_tqp_ops ntr_tqp_ops = {
+	.rx		= ntr_tqp_rx,
+	.tx_space	= ntr_tqp_tx_space,
+	.peer_state	= ntr_tqp_peer_state,
+	.send_done	= ntr_tqp_send_done,
+};
+
 int ntrdma_net_add(struct ntrdma_dev *ndev)
 {
 	struct net_device *dev;
@@ -699,8 +648,11 @@ int ntrdma_net_add(struct ntrdma_dev *ndev)
 	net->rx_buf_len = NTR_MAX_FRAME;
 	net->rx_alloc_len = SKB_DATA_ALIGN(NTR_HEADROOM + net->rx_buf_len) +
 			    SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
+	spin_lock_init(&net->bql_lock);
 	u64_stats_init(&net->rxc.syncp);
 	u64_stats_init(&net->txc.syncp);
+	u64_stats_init(&net->donec.syncp);
+	atomic64_set(&net->tx_wakes, 0);
 
 	SET_NETDEV_DEV(dev, &ndev->ntb->dev);
 	dev->netdev_ops = &ntr_netdev_ops;
@@ -716,45 +668,41 @@ int ntrdma_net_add(struct ntrdma_dev *ndev)
 	netif_napi_add_weight(dev, &net->napi, ntr_poll, NTR_NAPI_WEIGHT);
 	netif_carrier_off(dev);
 
+	net->qp = ntrdma_tqp_create(ndev, NTRDMA_TQP_NET, &ntr_tqp_ops, net);
+	if (IS_ERR(net->qp)) {
+		rc = PTR_ERR(net->qp);
+		goto err_napi;
+	}
 	ndev->net = net;
-	rc = ntrdma_vdb_register(ndev, NTRDMA_VDB_NET_RX, ntr_vdb_rx, net);
-	if (!rc)
-		rc = ntrdma_vdb_register(ndev, NTRDMA_VDB_NET_TXWAKE,
-					 ntr_vdb_txwake, net);
-	if (!rc)
-		rc = ntrdma_vdb_register(ndev, NTRDMA_VDB_NET_STATE,
-					 ntr_vdb_state, net);
-	if (rc)
-		goto err;
 	rc = register_netdev(dev);
 	if (rc)
-		goto err;
+		goto err_qp;
 	return 0;
 
-err:
-	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_RX);
-	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_TXWAKE);
-	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_STATE);
+err_qp:
 	ndev->net = NULL;
+	ntrdma_tqp_destroy(net->qp);
+err_napi:
 	netif_napi_del(&net->napi);
 	free_netdev(dev);
 	return rc;
 }
 
-void ntrdma_net_del(struct ntrdma_dev *ndev)
+/* After the link session ended (ntrdma_link_stop()). Posted buffers are
+ * kept (leaked) unless @free_posted: the peer may still write into them.
+ */
+void ntrdma_net_del(struct ntrdma_dev *ndev, bool free_posted)
 {
 	struct ntrdma_net *net = ndev->net;
 
 	if (!net)
 		return;
-	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_RX);
-	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_TXWAKE);
-	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_NET_STATE);
 	unregister_netdev(net->netdev);
+	ntrdma_tqp_destroy(net->qp);
 	ndev->net = NULL;
-	/* The session ended and the window translation is gone. */
 	ntr_quarantine_rx(net);
-	ntr_free_quarantine(net);
+	if (free_posted)
+		ntr_free_quarantine(net);
 	netif_napi_del(&net->napi);
 	free_netdev(net->netdev);
 }

@@ -7,16 +7,22 @@
 #define NTRDMA_H
 
 #include <linux/atomic.h>
+#include <linux/completion.h>
+#include <linux/skbuff.h>
+#include <linux/wait.h>
 #include <linux/mutex.h>
 #include <linux/ntb.h>
 #include <linux/spinlock.h>
+#include <linux/timer.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
 
 #include "ntrdma_wire.h"
 
+struct dma_chan;
 struct ntrdma_dev;
 struct ntrdma_net;
+struct ntrdma_tqp;
 
 /* A virtual doorbell handler: runs in hard interrupt context. */
 typedef void (*ntrdma_vdb_fn)(struct ntrdma_dev *ndev, void *ctx);
@@ -39,6 +45,106 @@ struct ntrdma_stats {
 	atomic64_t proto_errors;
 	atomic64_t vdb_rings;
 	atomic64_t vdb_events;
+	atomic64_t cmd_sent;
+	atomic64_t cmd_handled;
+	atomic64_t cmd_timeouts;
+};
+
+/* ---- command channel (cmd.c) ---- */
+
+#define NTRDMA_CMD_OPS		32
+#define NTRDMA_CMD_ECHO		1	/* diagnostics: answer the data */
+#define NTRDMA_CMD_DELAY	2	/* diagnostics: answer after u32 ms */
+#define NTRDMA_CMD_DELAY_MAX_MS	5000
+#define NTRDMA_CMD_TIMEOUT_MS	5000	/* what callers normally allow */
+
+/* A request handler: process context; returns 0 or a negative errno. */
+typedef int (*ntrdma_cmd_fn)(struct ntrdma_dev *ndev, const void *req,
+			     u16 len, void *rsp, u16 *rsp_len);
+
+struct ntrdma_cmd_waiter {
+	struct completion done;
+	int status;
+	void *rsp;
+	u16 rsp_cap;
+	u16 rsp_len;
+	bool busy;		/* request sent, no answer yet */
+	bool abandoned;		/* its caller gave up waiting */
+};
+
+struct ntrdma_cmd {
+	spinlock_t lock;	/* positions, waiters, handler table */
+	bool active;		/* a session runs */
+	u32 req_pos;		/* our next request */
+	u32 rsp_cons;		/* the answer we expect next */
+	u32 req_cons;		/* the peer's next request to handle */
+	wait_queue_head_t credit_wait;
+	struct ntrdma_cmd_waiter w[NTRDMA_CMD_RING];
+	ntrdma_cmd_fn fn[NTRDMA_CMD_OPS];
+	struct work_struct work;
+	struct workqueue_struct *wq;
+};
+
+/* ---- transport queue pairs (tqp.c) ---- */
+
+#define NTRDMA_TQP_MAX_SGE	(MAX_SKB_FRAGS + 1)
+
+/* Callbacks of a TQP's user. */
+struct ntrdma_tqp_ops {
+	void (*rx)(void *ctx);		/* hard irq: completions to poll */
+	void (*tx_space)(void *ctx);	/* hard irq: the peer posted buffers */
+	void (*peer_state)(void *ctx);	/* hard irq: the peer's end changed */
+	/* A send's pages may be reused; status 0, -ENOLINK (the session
+	 * ended first: not delivered) or -EIO. Any context but hard irq.
+	 */
+	void (*send_done)(void *ctx, void *cookie, u32 len, int status);
+};
+
+/* A physically contiguous range of bytes starting at @page + @off. */
+struct ntrdma_tqp_sge {
+	struct page *page;
+	u32 off;
+	u32 len;
+};
+
+struct ntrdma_tqp_rcomp {
+	u32 pos;		/* ring position of the posted buffer */
+	u32 len;
+	u64 meta;
+};
+
+struct ntrdma_tqp_slot {
+	struct ntrdma_tqp *qp;
+	void *cookie;
+	u32 len;
+	bool orphan;
+	int nmap;
+	dma_addr_t map[NTRDMA_TQP_MAX_SGE];
+	u32 map_len[NTRDMA_TQP_MAX_SGE];
+};
+
+struct ntrdma_tqp {
+	struct ntrdma_dev *ndev;
+	int id;
+	const struct ntrdma_tqp_ops *ops;
+	void *ctx;
+	bool active;
+
+	/* receive (the owner serializes these) */
+	u32 rx_post, rx_cons, rx_published;
+
+	/* send */
+	spinlock_t tx_lock;	/* send positions and publication */
+	u32 tx_pos;		/* next peer buffer to fill */
+	u32 tx_done;		/* copies finished up to here */
+	u32 tx_published;	/* cq_prod last written to the peer */
+	bool broken;		/* the DMA channel refused a copy */
+	u64 doorbells;
+	struct ntrdma_tqp_slot *slot;
+	struct ntrdma_wire_cqe *stage;	/* completions the DMA copies */
+	dma_addr_t stage_dma;
+	atomic_t dma_inflight;
+	wait_queue_head_t dma_wait;
 };
 
 struct ntrdma_dev {
@@ -61,6 +167,11 @@ struct ntrdma_dev {
 
 	/* the peer's inbox, through the flat window */
 	struct ntrdma_inbox __iomem *pinbox;
+	u64 pinbox_off;			/* its offset in the window */
+
+	/* copies into the window: a DMA_MEMCPY channel, or the CPU */
+	struct dma_chan *dma_chan;
+	dma_addr_t flat_dma;		/* the flat window, for the channel */
 
 	/* link */
 	struct mutex link_lock;		/* state transitions */
@@ -72,8 +183,11 @@ struct ntrdma_dev {
 	u32 hb_seen;			/* last peer heartbeat seen */
 	unsigned long hb_seen_at;	/* jiffies */
 	struct delayed_work link_work;
+	struct timer_list hb_timer;
 	struct workqueue_struct *wq;
+	wait_queue_head_t ctrl_wait;	/* control doorbells and link events */
 	bool stopping;
+	bool peer_quiet;		/* unload: the peer no longer writes */
 
 	/* virtual doorbells */
 	spinlock_t vdb_lock;		/* the slot table */
@@ -81,8 +195,13 @@ struct ntrdma_dev {
 	u32 vdb_out[NTRDMA_VDB_COUNT];	/* what we last wrote to the peer */
 	spinlock_t vdb_out_lock;	/* vdb_out and its ordering */
 
+	struct ntrdma_cmd cmd;
+	struct ntrdma_tqp *tqp[NTRDMA_TQP_COUNT];
+
 	struct ntrdma_stats stats;
 	struct dentry *debugfs;
+	struct mutex dbg_lock;		/* cmd_result */
+	char cmd_result[128];
 
 	/* faces */
 	struct ntrdma_net *net;
@@ -91,7 +210,7 @@ struct ntrdma_dev {
 /* link.c */
 int ntrdma_link_init(struct ntrdma_dev *ndev);
 void ntrdma_link_start(struct ntrdma_dev *ndev);
-void ntrdma_link_stop(struct ntrdma_dev *ndev);
+bool ntrdma_link_stop(struct ntrdma_dev *ndev);
 void ntrdma_link_fini(struct ntrdma_dev *ndev);
 void ntrdma_link_kick(struct ntrdma_dev *ndev);
 void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what);
@@ -108,6 +227,41 @@ void ntrdma_vdb_ring(struct ntrdma_dev *ndev, int idx);
 void ntrdma_vdb_event(struct ntrdma_dev *ndev);
 void ntrdma_vdb_reset(struct ntrdma_dev *ndev);
 
+/* cmd.c */
+int ntrdma_cmd_init(struct ntrdma_dev *ndev);
+void ntrdma_cmd_fini(struct ntrdma_dev *ndev);
+void ntrdma_cmd_start(struct ntrdma_dev *ndev);
+void ntrdma_cmd_stop(struct ntrdma_dev *ndev);
+int ntrdma_cmd_register(struct ntrdma_dev *ndev, u16 op, ntrdma_cmd_fn fn);
+void ntrdma_cmd_unregister(struct ntrdma_dev *ndev, u16 op);
+int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
+		    void *rsp, u16 rsp_cap, u16 *rsp_len,
+		    unsigned int timeout_ms);
+
+/* tqp.c */
+struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev, int id,
+				     const struct ntrdma_tqp_ops *ops,
+				     void *ctx);
+void ntrdma_tqp_destroy(struct ntrdma_tqp *qp);
+void ntrdma_tqp_start(struct ntrdma_tqp *qp);
+void ntrdma_tqp_stop(struct ntrdma_tqp *qp);
+bool ntrdma_tqp_active(struct ntrdma_tqp *qp);
+void ntrdma_tqp_set_open(struct ntrdma_tqp *qp, bool open);
+bool ntrdma_tqp_peer_open(struct ntrdma_tqp *qp);
+int ntrdma_tqp_post_recv(struct ntrdma_tqp *qp, dma_addr_t addr, u32 len,
+			 u32 *pos);
+u32 ntrdma_tqp_recv_room(struct ntrdma_tqp *qp);
+void ntrdma_tqp_post_commit(struct ntrdma_tqp *qp);
+int ntrdma_tqp_poll_recv(struct ntrdma_tqp *qp, struct ntrdma_tqp_rcomp *c,
+			 u32 posted_len);
+bool ntrdma_tqp_recv_pending(struct ntrdma_tqp *qp);
+bool ntrdma_tqp_recv_arm(struct ntrdma_tqp *qp);
+int ntrdma_tqp_send(struct ntrdma_tqp *qp, const struct ntrdma_tqp_sge *sg,
+		    int nsge, u32 len, u64 meta, void *cookie, bool more);
+void ntrdma_tqp_send_flush(struct ntrdma_tqp *qp);
+bool ntrdma_tqp_send_ready(struct ntrdma_tqp *qp);
+u64 ntrdma_tqp_doorbells(struct ntrdma_tqp *qp);
+
 /* debugfs.c */
 void ntrdma_debugfs_init(void);
 void ntrdma_debugfs_exit(void);
@@ -116,7 +270,7 @@ void ntrdma_debugfs_del(struct ntrdma_dev *ndev);
 
 /* net face (net/ntrdma_net.c) */
 int ntrdma_net_add(struct ntrdma_dev *ndev);
-void ntrdma_net_del(struct ntrdma_dev *ndev);
+void ntrdma_net_del(struct ntrdma_dev *ndev, bool free_posted);
 void ntrdma_net_link_up(struct ntrdma_dev *ndev);
 void ntrdma_net_link_down(struct ntrdma_dev *ndev);
 

@@ -1,9 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* /sys/kernel/debug/ntrdma/<dev>/info: link state and engine counters. */
+/*
+ * /sys/kernel/debug/ntrdma/<dev>/info: link state and engine counters.
+ * /sys/kernel/debug/ntrdma/<dev>/cmd: command channel diagnostics. Writing
+ * "echo TEXT" or "delay MS [TIMEOUT_MS]" sends that request to the peer and
+ * blocks until it is answered, fails or times out; reading shows the outcome
+ * of the last one: "rc=N usecs=T data=TEXT".
+ */
 
 #include <linux/debugfs.h>
 #include <linux/jiffies.h>
+#include <linux/ktime.h>
 #include <linux/seq_file.h>
+#include <linux/uaccess.h>
+
+#include <linux/dmaengine.h>
 
 #include "ntrdma.h"
 
@@ -30,9 +40,88 @@ static int ntrdma_info_show(struct seq_file *s, void *unused)
 	seq_printf(s, "proto_errors: %lld\n", atomic64_read(&st->proto_errors));
 	seq_printf(s, "vdb_rings: %lld\n", atomic64_read(&st->vdb_rings));
 	seq_printf(s, "vdb_events: %lld\n", atomic64_read(&st->vdb_events));
+	seq_printf(s, "cmd_sent: %lld\n", atomic64_read(&st->cmd_sent));
+	seq_printf(s, "cmd_handled: %lld\n", atomic64_read(&st->cmd_handled));
+	seq_printf(s, "cmd_timeouts: %lld\n", atomic64_read(&st->cmd_timeouts));
+	seq_printf(s, "copy: %s\n",
+		   ndev->dma_chan ? dma_chan_name(ndev->dma_chan) : "cpu");
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(ntrdma_info);
+
+static ssize_t ntrdma_cmd_write(struct file *f, const char __user *ubuf,
+				size_t count, loff_t *ppos)
+{
+	struct ntrdma_dev *ndev = f->private_data;
+	char buf[128], rsp[NTRDMA_RSP_DATA + 1] = "";
+	unsigned int ms, timeout = NTRDMA_CMD_TIMEOUT_MS;
+	u16 rlen = 0;
+	ktime_t t0;
+	int rc, n;
+	u32 arg;
+
+	if (count >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, count))
+		return -EFAULT;
+	buf[count] = 0;
+	strim(buf);
+	t0 = ktime_get();
+	if (!strncmp(buf, "echo ", 5)) {
+		rc = ntrdma_cmd_call(ndev, NTRDMA_CMD_ECHO, buf + 5,
+				     strlen(buf + 5), rsp, NTRDMA_RSP_DATA,
+				     &rlen, timeout);
+	} else {
+		n = sscanf(buf, "delay %u %u", &ms, &timeout);
+		if (n < 1)
+			return -EINVAL;
+		arg = ms;
+		rc = ntrdma_cmd_call(ndev, NTRDMA_CMD_DELAY, &arg, sizeof(arg),
+				     NULL, 0, NULL, timeout);
+	}
+	rsp[rlen] = 0;
+	mutex_lock(&ndev->dbg_lock);
+	snprintf(ndev->cmd_result, sizeof(ndev->cmd_result),
+		 "rc=%d usecs=%lld data=%s", rc,
+		 ktime_us_delta(ktime_get(), t0), rsp);
+	mutex_unlock(&ndev->dbg_lock);
+	return count;
+}
+
+static int ntrdma_cmd_show(struct seq_file *s, void *unused)
+{
+	struct ntrdma_dev *ndev = s->private;
+
+	mutex_lock(&ndev->dbg_lock);
+	seq_printf(s, "%s\n", ndev->cmd_result);
+	mutex_unlock(&ndev->dbg_lock);
+	return 0;
+}
+
+static int ntrdma_cmd_open(struct inode *inode, struct file *f)
+{
+	if (f->f_mode & FMODE_WRITE) {
+		f->private_data = inode->i_private;
+		return 0;
+	}
+	return single_open(f, ntrdma_cmd_show, inode->i_private);
+}
+
+static int ntrdma_cmd_release(struct inode *inode, struct file *f)
+{
+	if (f->f_mode & FMODE_WRITE)
+		return 0;
+	return single_release(inode, f);
+}
+
+static const struct file_operations ntrdma_cmd_fops = {
+	.owner		= THIS_MODULE,
+	.open		= ntrdma_cmd_open,
+	.read		= seq_read,
+	.write		= ntrdma_cmd_write,
+	.llseek		= seq_lseek,
+	.release	= ntrdma_cmd_release,
+};
 
 void ntrdma_debugfs_init(void)
 {
@@ -47,8 +136,11 @@ void ntrdma_debugfs_exit(void)
 void ntrdma_debugfs_add(struct ntrdma_dev *ndev)
 {
 	ndev->debugfs = debugfs_create_dir(ndev->name, ntrdma_debugfs_root);
+	mutex_init(&ndev->dbg_lock);
 	debugfs_create_file("info", 0444, ndev->debugfs, ndev,
 			    &ntrdma_info_fops);
+	debugfs_create_file("cmd", 0600, ndev->debugfs, ndev,
+			    &ntrdma_cmd_fops);
 }
 
 void ntrdma_debugfs_del(struct ntrdma_dev *ndev)

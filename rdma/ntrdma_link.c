@@ -106,8 +106,26 @@ static int ntrdma_set_flat_trans(struct ntrdma_dev *ndev)
 /* Heartbeat write: our epoch and counter into the peer's inbox. */
 static void ntrdma_hb_send(struct ntrdma_dev *ndev)
 {
-	iowrite32(ndev->epoch, &ndev->pinbox->epoch);
-	iowrite32(++ndev->hb_seq, &ndev->pinbox->hb_seq);
+	struct ntrdma_inbox __iomem *pi = READ_ONCE(ndev->pinbox);
+
+	if (!pi)
+		return;
+	iowrite32(ndev->epoch, &pi->epoch);
+	iowrite32(++ndev->hb_seq, &pi->hb_seq);
+}
+
+/*
+ * The heartbeat beats from a timer, not from the link work: faces' session
+ * work (buffer allocation under rtnl, say) must not stall it.
+ */
+static void ntrdma_hb_timer(struct timer_list *t)
+{
+	struct ntrdma_dev *ndev = from_timer(ndev, t, hb_timer);
+
+	if (!ntrdma_link_is_up(ndev))
+		return;
+	ntrdma_hb_send(ndev);
+	mod_timer(&ndev->hb_timer, jiffies + ntrdma_hb_period());
 }
 
 static void ntrdma_go_up(struct ntrdma_dev *ndev)
@@ -120,6 +138,8 @@ static void ntrdma_go_up(struct ntrdma_dev *ndev)
 	atomic64_inc(&ndev->stats.link_up_events);
 	dev_info(&ndev->ntb->dev, "%s: link up (epoch %08x, peer %08x)\n",
 		 ndev->name, ndev->epoch, ndev->peer_epoch);
+	mod_timer(&ndev->hb_timer, jiffies + ntrdma_hb_period());
+	ntrdma_cmd_start(ndev);
 	ntrdma_net_link_up(ndev);
 }
 
@@ -129,11 +149,13 @@ static void ntrdma_go_down(struct ntrdma_dev *ndev, const char *why)
 	bool was_up = ndev->state == NTRDMA_LINK_UP;
 
 	WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
+	del_timer_sync(&ndev->hb_timer);
 	if (was_up) {
 		atomic64_inc(&ndev->stats.link_down_events);
 		dev_info(&ndev->ntb->dev, "%s: link down: %s\n", ndev->name,
 			 why);
 		ntrdma_net_link_down(ndev);
+		ntrdma_cmd_stop(ndev);
 	}
 	/*
 	 * Close the inbound window (on hardware that enforces translation,
@@ -183,6 +205,7 @@ static void ntrdma_try_accept(struct ntrdma_dev *ndev)
 	}
 	ndev->peer_epoch = epoch;
 	ndev->pinbox = (struct ntrdma_inbox __iomem *)(ndev->flat + inbox);
+	ndev->pinbox_off = inbox;
 	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_ACK, epoch);
 	ntrdma_ring_ctrl(ndev);
 }
@@ -215,6 +238,13 @@ static void ntrdma_link_work(struct work_struct *work)
 	}
 
 	if (ndev->state != NTRDMA_LINK_UP) {
+		if (ndev->peer_epoch &&
+		    ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) != ndev->peer_epoch) {
+			/* The peer withdrew the session we had accepted. */
+			ndev->peer_epoch = 0;
+			ndev->pinbox = NULL;
+			ntrdma_publish(ndev);
+		}
 		ntrdma_try_accept(ndev);
 		if (ndev->peer_epoch &&
 		    ntb_spad_read(ntb, NTRDMA_SPAD_ACK) == ndev->epoch)
@@ -236,7 +266,6 @@ static void ntrdma_link_work(struct work_struct *work)
 		ntrdma_go_down(ndev, "peer heartbeat lost");
 		goto resched;
 	}
-	ntrdma_hb_send(ndev);
 
 resched:
 	queue_delayed_work(ndev->wq, &ndev->link_work, ntrdma_hb_period());
@@ -256,11 +285,14 @@ void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what)
 void ntrdma_link_kick(struct ntrdma_dev *ndev)
 {
 	mod_delayed_work(ndev->wq, &ndev->link_work, 0);
+	wake_up_all(&ndev->ctrl_wait);
 }
 
 int ntrdma_link_init(struct ntrdma_dev *ndev)
 {
 	mutex_init(&ndev->link_lock);
+	init_waitqueue_head(&ndev->ctrl_wait);
+	timer_setup(&ndev->hb_timer, ntrdma_hb_timer, 0);
 	INIT_DELAYED_WORK(&ndev->link_work, ntrdma_link_work);
 	ndev->state = NTRDMA_LINK_DOWN;
 	ndev->epoch = ntrdma_new_epoch(0);
@@ -274,21 +306,38 @@ void ntrdma_link_start(struct ntrdma_dev *ndev)
 	mod_delayed_work(ndev->wq, &ndev->link_work, 0);
 }
 
+/* Has the peer left our session (it no longer acknowledges @epoch)? */
+static bool ntrdma_peer_left(struct ntrdma_dev *ndev, u32 epoch)
+{
+	return !ntb_link_is_up(ndev->ntb, NULL, NULL) ||
+	       ntb_spad_read(ndev->ntb, NTRDMA_SPAD_ACK) != epoch;
+}
+
 /*
  * Stop for unload: faces down first, then withdraw our session so the peer
- * drops at once. Callbacks may still queue the (now idle) link work until the
- * caller has cleared the NTB context; ntrdma_link_fini() then frees the queue.
+ * drops at once, and wait until it has: until then it may still write into
+ * our inbox and posted buffers, which must not be freed before. Returns
+ * false if the peer still holds our session after the wait (the caller
+ * must then keep that memory). Callbacks may still queue the (now idle)
+ * link work until the caller has cleared the NTB context;
+ * ntrdma_link_fini() then frees the queue.
  */
-void ntrdma_link_stop(struct ntrdma_dev *ndev)
+bool ntrdma_link_stop(struct ntrdma_dev *ndev)
 {
+	u32 epoch;
+	bool left;
+
 	mutex_lock(&ndev->link_lock);
 	ndev->stopping = true;
+	epoch = ndev->epoch;
 	if (ndev->state == NTRDMA_LINK_UP) {
 		WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
+		del_timer_sync(&ndev->hb_timer);
 		atomic64_inc(&ndev->stats.link_down_events);
 		dev_info(&ndev->ntb->dev, "%s: link down: unloading\n",
 			 ndev->name);
 		ntrdma_net_link_down(ndev);
+		ntrdma_cmd_stop(ndev);
 	}
 	if (ndev->hw_up) {
 		ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_MAGIC, 0);
@@ -297,11 +346,23 @@ void ntrdma_link_stop(struct ntrdma_dev *ndev)
 	}
 	ndev->pinbox = NULL;
 	mutex_unlock(&ndev->link_lock);
+
+	/* The peer answers a control doorbell within one pass of its work. */
+	left = wait_event_timeout(ndev->ctrl_wait,
+				  ntrdma_peer_left(ndev, epoch),
+				  2 * ntrdma_hb_timeout()) ||
+	       ntrdma_peer_left(ndev, epoch);
+	if (!left)
+		dev_warn(&ndev->ntb->dev,
+			 "%s: the peer still holds our session: keeping the memory it may write\n",
+			 ndev->name);
 	ntb_link_disable(ndev->ntb);
+	return left;
 }
 
 void ntrdma_link_fini(struct ntrdma_dev *ndev)
 {
+	del_timer_sync(&ndev->hb_timer);
 	cancel_delayed_work_sync(&ndev->link_work);
 	destroy_workqueue(ndev->wq);
 }

@@ -9,6 +9,7 @@
  * that can translate to address 0 (the "flat" window onto the peer's memory).
  */
 
+#include <linux/dmaengine.h>
 #include <linux/dma-mapping.h>
 #include <linux/idr.h>
 #include <linux/io.h>
@@ -23,7 +24,62 @@ module_param(flat_mw, int, 0444);
 MODULE_PARM_DESC(flat_mw,
 		 "Memory window to use as the flat window onto the peer (default -1: the largest)");
 
+static bool use_dma = true;
+module_param(use_dma, bool, 0444);
+MODULE_PARM_DESC(use_dma,
+		 "Copy into the peer's memory with a DMA_MEMCPY channel when one exists (default Y), else with the CPU");
+
 static DEFINE_IDA(ntrdma_ida);
+
+/* A DMA_MEMCPY channel, preferably on the NTB's NUMA node. */
+static bool ntrdma_dma_filter(struct dma_chan *chan, void *arg)
+{
+	struct ntrdma_dev *ndev = arg;
+	int node = dev_to_node(&ndev->ntb->pdev->dev);
+
+	return node == NUMA_NO_NODE ||
+	       dev_to_node(chan->device->dev) == node;
+}
+
+static void ntrdma_dma_init(struct ntrdma_dev *ndev)
+{
+	struct dma_chan *chan;
+	dma_cap_mask_t mask;
+
+	if (!use_dma)
+		return;
+	dma_cap_zero(mask);
+	dma_cap_set(DMA_MEMCPY, mask);
+	chan = dma_request_channel(mask, ntrdma_dma_filter, ndev);
+	if (!chan) {
+		dev_info(&ndev->ntb->dev, "%s: no DMA_MEMCPY channel: CPU copy\n",
+			 ndev->name);
+		return;
+	}
+	ndev->flat_dma = dma_map_resource(chan->device->dev, ndev->flat_phys,
+					  ndev->flat_size, DMA_BIDIRECTIONAL, 0);
+	if (dma_mapping_error(chan->device->dev, ndev->flat_dma)) {
+		dev_warn(&ndev->ntb->dev, "%s: %s cannot reach the window: CPU copy\n",
+			 ndev->name, dma_chan_name(chan));
+		dma_release_channel(chan);
+		return;
+	}
+	ndev->dma_chan = chan;
+	dev_info(&ndev->ntb->dev, "%s: copies by DMA channel %s\n", ndev->name,
+		 dma_chan_name(chan));
+}
+
+static void ntrdma_dma_fini(struct ntrdma_dev *ndev)
+{
+	struct dma_chan *chan = ndev->dma_chan;
+
+	if (!chan)
+		return;
+	dma_unmap_resource(chan->device->dev, ndev->flat_dma, ndev->flat_size,
+			   DMA_BIDIRECTIONAL, 0);
+	dma_release_channel(chan);
+	ndev->dma_chan = NULL;
+}
 
 static void ntrdma_ctx_link_event(void *ctx)
 {
@@ -147,10 +203,14 @@ static int ntrdma_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	rc = ntrdma_link_init(ndev);
 	if (rc)
 		goto err_unmap_inbox;
+	rc = ntrdma_cmd_init(ndev);
+	if (rc)
+		goto err_wq;
+	ntrdma_dma_init(ndev);
 
 	rc = ntrdma_net_add(ndev);
 	if (rc)
-		goto err_wq;
+		goto err_cmd;
 
 	ntb_db_set_mask(ntb, ntb_db_valid_mask(ntb));
 	rc = ntb_set_ctx(ntb, ndev, &ntrdma_ctx_ops);
@@ -166,7 +226,10 @@ static int ntrdma_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	return 0;
 
 err_net:
-	ntrdma_net_del(ndev);
+	ntrdma_net_del(ndev, true);
+err_cmd:
+	ntrdma_dma_fini(ndev);
+	ntrdma_cmd_fini(ndev);
 err_wq:
 	ntrdma_link_fini(ndev);
 err_unmap_inbox:
@@ -188,15 +251,19 @@ static void ntrdma_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	struct ntrdma_dev *ndev = ntb->ctx;
 
 	ntrdma_debugfs_del(ndev);
-	ntrdma_link_stop(ndev);
+	ndev->peer_quiet = ntrdma_link_stop(ndev);
 	ntb_db_set_mask(ntb, ntb_db_valid_mask(ntb));
 	ntb_clear_ctx(ntb);
 	ntrdma_link_fini(ndev);
 	ntb_mw_clear_trans(ntb, 0, ndev->flat_mw);
-	ntrdma_net_del(ndev);
-	dma_unmap_single(ndev->dma_dev, ndev->inbox_dma, ndev->inbox_size,
-			 DMA_BIDIRECTIONAL);
-	free_pages_exact(ndev->inbox, ndev->inbox_size);
+	ntrdma_net_del(ndev, ndev->peer_quiet);
+	ntrdma_dma_fini(ndev);
+	ntrdma_cmd_fini(ndev);
+	if (ndev->peer_quiet) {
+		dma_unmap_single(ndev->dma_dev, ndev->inbox_dma,
+				 ndev->inbox_size, DMA_BIDIRECTIONAL);
+		free_pages_exact(ndev->inbox, ndev->inbox_size);
+	}
 	iounmap(ndev->flat);
 	dev_info(&ntb->dev, "%s: removed\n", ndev->name);
 	ida_free(&ntrdma_ida, ndev->index);

@@ -3,7 +3,7 @@
  * NTRDMA wire format: what one side writes into the other's memory, and the
  * pure checks applied to it before use. Self-contained C (no kernel headers)
  * so the userspace unit tests compile the very same code; the includer
- * provides the fixed-width types (u8/u16/u32/u64) and __le* as plain ints.
+ * provides the fixed-width types (u8/u16/u32/u64/s32).
  *
  * Every value read from the peer is hostile until one of the ntrdma_wire_*
  * checks below has accepted it.
@@ -12,7 +12,7 @@
 #define NTRDMA_WIRE_H
 
 #define NTRDMA_MAGIC		0x4e545244u	/* "NTRD" */
-#define NTRDMA_VERSION		1u
+#define NTRDMA_VERSION		2u
 
 /* Scratchpads used only for bootstrap (written by the peer into ours). */
 enum ntrdma_spad {
@@ -32,13 +32,27 @@ enum ntrdma_spad {
 
 #define NTRDMA_VDB_COUNT	64
 
-/* Virtual doorbell numbers. */
-#define NTRDMA_VDB_NET_RX	0	/* new completions in our net RX ring */
-#define NTRDMA_VDB_NET_TXWAKE	1	/* the peer posted net receive buffers */
-#define NTRDMA_VDB_NET_STATE	2	/* the peer's netdev opened or closed */
+/*
+ * Transport queue pairs (TQPs): reliable, in-order, one receive ring per
+ * direction. The receiver posts buffers (rxd) into the sender's inbox; the
+ * sender writes a message into the next posted buffer, then its completion
+ * (cqe) into the receiver's inbox, then the completion producer index, then
+ * rings the receiver's doorbell. Ring sizes are powers of two.
+ */
+#define NTRDMA_TQP_COUNT	4
+#define NTRDMA_TQP_RING		256u
+#define NTRDMA_TQP_NET		0	/* the Ethernet face's queue pair */
 
-/* The net queue pair: ring sizes are powers of two. */
-#define NTRDMA_NET_RING		256u
+/* Virtual doorbell numbers: the command channel, then three per TQP. */
+#define NTRDMA_VDB_CMD		0	/* requests or responses arrived */
+enum ntrdma_tqp_vdb {
+	NTRDMA_TQP_VDB_RX,	/* new completions in our receive ring */
+	NTRDMA_TQP_VDB_TXWAKE,	/* the peer posted receive buffers */
+	NTRDMA_TQP_VDB_STATE,	/* the peer opened or closed its end */
+	NTRDMA_TQP_VDBS
+};
+
+#define NTRDMA_VDB_TQP(qp, which)	(1 + NTRDMA_TQP_VDBS * (qp) + (which))
 
 /* A receive buffer the peer posted, written into the sender's inbox. */
 struct ntrdma_wire_rxd {
@@ -47,20 +61,75 @@ struct ntrdma_wire_rxd {
 	u32 seq;		/* post sequence number (== ring position) */
 };
 
-#define NTRDMA_CQE_CSUM_OK	0x1u	/* data verified/complete: skip csum */
-#define NTRDMA_CQE_GSO_TCPV4	0x2u
-#define NTRDMA_CQE_GSO_TCPV6	0x4u
-#define NTRDMA_CQE_FLAGS	0x7u
-
 /* A completion the sender wrote into the receiver's inbox. */
 struct ntrdma_wire_cqe {
 	u32 len;		/* bytes written into the posted buffer */
 	u32 seq;		/* the rxd seq this completes */
+	u64 meta;		/* the TQP user's: checked by that user */
+};
+
+/* One TQP's part of an inbox (all of it written by the peer). */
+struct ntrdma_wire_tqp {
+	u32 post_prod;		/* rxd: buffers the peer posted for us */
+	u32 peer_open;		/* 1: the peer's end is open, send to it */
+	u32 rx_event;		/* ring RX when our cq_prod passes this */
+	u32 tx_event;		/* ring TXWAKE when our post_prod passes this */
+	u32 cq_prod;		/* cqe: completions of the buffers we posted */
+	u32 pad[11];
+	struct ntrdma_wire_rxd rxd[NTRDMA_TQP_RING];
+	struct ntrdma_wire_cqe cqe[NTRDMA_TQP_RING];
+};
+
+/*
+ * Command channel: requests and responses, NTRDMA_CMD_RING outstanding at
+ * most per direction. A request in slot seq % RING is answered in the same
+ * slot of the requester's response ring, carrying the same seq.
+ */
+#define NTRDMA_CMD_RING		16u
+#define NTRDMA_CMD_DATA		248u
+#define NTRDMA_RSP_DATA		52u
+
+struct ntrdma_wire_cmd {
+	u32 seq;
+	u16 op;
+	u16 len;		/* bytes of data used */
+	u8 data[NTRDMA_CMD_DATA];
+};
+
+struct ntrdma_wire_rsp {
+	u32 seq;
+	s32 status;		/* 0 or a negative errno */
+	u16 len;
+	u16 pad;
+	u8 data[NTRDMA_RSP_DATA];
+};
+
+/* Net face: what it keeps in a completion's meta word. */
+#define NTRDMA_NET_CSUM_OK	0x1u	/* data verified/complete: skip csum */
+#define NTRDMA_NET_GSO_TCPV4	0x2u
+#define NTRDMA_NET_GSO_TCPV6	0x4u
+#define NTRDMA_NET_FLAGS	0x7u
+
+struct ntrdma_net_meta {
 	u16 flags;
 	u16 gso_size;
-	u16 csum_start;		/* for CHECKSUM_PARTIAL GSO frames */
+	u16 csum_start;		/* for CHECKSUM_PARTIAL frames */
 	u16 csum_offset;
 };
+
+static inline u64 ntrdma_net_meta_pack(const struct ntrdma_net_meta *m)
+{
+	return (u64)m->flags | (u64)m->gso_size << 16 |
+	       (u64)m->csum_start << 32 | (u64)m->csum_offset << 48;
+}
+
+static inline void ntrdma_net_meta_unpack(u64 v, struct ntrdma_net_meta *m)
+{
+	m->flags = (u16)v;
+	m->gso_size = (u16)(v >> 16);
+	m->csum_start = (u16)(v >> 32);
+	m->csum_offset = (u16)(v >> 48);
+}
 
 /*
  * The inbox: one per side, in that side's own memory, written only by the
@@ -72,17 +141,12 @@ struct ntrdma_inbox {
 	u32 hb_seq;		/* heartbeat counter */
 	u32 pad0;
 	u32 vdb[NTRDMA_VDB_COUNT];
-	/* net QP: buffers the peer posted for our transmissions */
-	u32 net_post_prod;
-	u32 net_peer_open;	/* the peer's netdev is up: send to it */
-	u32 net_rx_event;	/* ring NET_RX when our cq_prod passes this */
-	u32 net_tx_event;	/* ring TXWAKE when our post_prod passes this */
-	u32 pad1[12];
-	struct ntrdma_wire_rxd net_rxd[NTRDMA_NET_RING];
-	/* net QP: completions for the buffers we posted to the peer */
-	u32 net_cq_prod;
-	u32 pad2[15];
-	struct ntrdma_wire_cqe net_cqe[NTRDMA_NET_RING];
+	u32 cmd_prod;		/* requests the peer wrote into cmd[] */
+	u32 rsp_prod;		/* responses the peer wrote into rsp[] */
+	u32 pad1[10];
+	struct ntrdma_wire_cmd cmd[NTRDMA_CMD_RING];
+	struct ntrdma_wire_rsp rsp[NTRDMA_CMD_RING];
+	struct ntrdma_wire_tqp tqp[NTRDMA_TQP_COUNT];
 };
 
 /* ---- pure checks, shared with the unit tests ---- */
@@ -146,16 +210,53 @@ static inline int ntrdma_wire_check_cqe(const struct ntrdma_wire_cqe *c,
 		return -1;
 	if (!c->len || c->len > posted_len)
 		return -2;
-	if (c->flags & ~NTRDMA_CQE_FLAGS)
+	return 0;
+}
+
+/* The net face's meta word of a frame of @len bytes. */
+static inline int ntrdma_net_check_meta(const struct ntrdma_net_meta *m,
+					u32 len)
+{
+	u32 gso = m->flags & (NTRDMA_NET_GSO_TCPV4 | NTRDMA_NET_GSO_TCPV6);
+
+	if (m->flags & ~NTRDMA_NET_FLAGS)
 		return -3;
-	if ((c->flags & NTRDMA_CQE_GSO_TCPV4) &&
-	    (c->flags & NTRDMA_CQE_GSO_TCPV6))
+	if (gso == (NTRDMA_NET_GSO_TCPV4 | NTRDMA_NET_GSO_TCPV6))
 		return -4;
 	/* A GSO frame carries a TCP checksum left to finish. */
-	if ((c->flags & (NTRDMA_CQE_GSO_TCPV4 | NTRDMA_CQE_GSO_TCPV6)) &&
-	    (!c->gso_size || !(c->flags & NTRDMA_CQE_CSUM_OK) ||
-	     !c->csum_start || (u32)c->csum_start + c->csum_offset + 2 > c->len))
+	if (gso && (!m->gso_size || !(m->flags & NTRDMA_NET_CSUM_OK) ||
+		    !m->csum_start))
 		return -4;
+	if ((m->csum_start || m->csum_offset) &&
+	    (u32)m->csum_start + m->csum_offset + 2 > len)
+		return -4;
+	return 0;
+}
+
+/*
+ * A command the peer wrote into slot @expect_seq % RING: 0 when its header
+ * is usable (the op itself is checked by its handler).
+ */
+static inline int ntrdma_wire_check_cmd(const struct ntrdma_wire_cmd *c,
+					u32 expect_seq)
+{
+	if (c->seq != expect_seq)
+		return -1;
+	if (c->len > NTRDMA_CMD_DATA)
+		return -2;
+	return 0;
+}
+
+/* A response to our request @expect_seq. */
+static inline int ntrdma_wire_check_rsp(const struct ntrdma_wire_rsp *r,
+					u32 expect_seq)
+{
+	if (r->seq != expect_seq)
+		return -1;
+	if (r->len > NTRDMA_RSP_DATA)
+		return -2;
+	if (r->status > 0 || r->status < -4095)
+		return -3;
 	return 0;
 }
 

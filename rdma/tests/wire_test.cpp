@@ -13,6 +13,7 @@ using u8 = std::uint8_t;
 using u16 = std::uint16_t;
 using u32 = std::uint32_t;
 using u64 = std::uint64_t;
+using s32 = std::int32_t;
 
 extern "C" {
 #include "ntrdma_wire.h"
@@ -23,10 +24,10 @@ namespace {
 constexpr u64 kWindow = 1ULL << 30;
 
 TEST(RingMath, IndexWrapsAtPowerOfTwo) {
-    EXPECT_EQ(ntrdma_ring_idx(0, NTRDMA_NET_RING), 0u);
-    EXPECT_EQ(ntrdma_ring_idx(NTRDMA_NET_RING, NTRDMA_NET_RING), 0u);
-    EXPECT_EQ(ntrdma_ring_idx(NTRDMA_NET_RING + 5, NTRDMA_NET_RING), 5u);
-    EXPECT_EQ(ntrdma_ring_idx(0xffffffffu, NTRDMA_NET_RING), NTRDMA_NET_RING - 1);
+    EXPECT_EQ(ntrdma_ring_idx(0, NTRDMA_TQP_RING), 0u);
+    EXPECT_EQ(ntrdma_ring_idx(NTRDMA_TQP_RING, NTRDMA_TQP_RING), 0u);
+    EXPECT_EQ(ntrdma_ring_idx(NTRDMA_TQP_RING + 5, NTRDMA_TQP_RING), 5u);
+    EXPECT_EQ(ntrdma_ring_idx(0xffffffffu, NTRDMA_TQP_RING), NTRDMA_TQP_RING - 1);
 }
 
 TEST(RingMath, AvailAcceptsUpToSizeAcrossWrap) {
@@ -112,59 +113,135 @@ TEST(Rxd, RejectsAddressPlusLengthBeyondWindow) {
     EXPECT_EQ(ntrdma_wire_check_rxd(&wrap, 1, 1, 70000, kWindow), -3);
 }
 
-ntrdma_wire_cqe Cqe(u32 len, u32 seq, u16 flags = 0) {
+ntrdma_wire_cqe Cqe(u32 len, u32 seq) {
     ntrdma_wire_cqe c{};
     c.len = len;
     c.seq = seq;
-    c.flags = flags;
     return c;
 }
 
 TEST(Cqe, AcceptsCompletionWithinPostedBuffer) {
-    auto c = Cqe(1500, 9, NTRDMA_CQE_CSUM_OK);
+    auto c = Cqe(1500, 9);
     EXPECT_EQ(ntrdma_wire_check_cqe(&c, 9, 65536), 0);
     auto full = Cqe(65536, 9);
     EXPECT_EQ(ntrdma_wire_check_cqe(&full, 9, 65536), 0);
 }
 
-TEST(Cqe, RejectsSeqLengthAndUnknownFlags) {
+TEST(Cqe, RejectsWrongSeqAndLength) {
     auto seq = Cqe(100, 8);
     auto zero = Cqe(0, 9);
     auto over = Cqe(65537, 9);
-    auto flags = Cqe(100, 9, 0x80);
     EXPECT_EQ(ntrdma_wire_check_cqe(&seq, 9, 65536), -1);
     EXPECT_EQ(ntrdma_wire_check_cqe(&zero, 9, 65536), -2);
     EXPECT_EQ(ntrdma_wire_check_cqe(&over, 9, 65536), -2);
-    EXPECT_EQ(ntrdma_wire_check_cqe(&flags, 9, 65536), -3);
 }
 
-TEST(Cqe, GsoNeedsSizeAndChecksumInsideTheFrame) {
-    auto c = Cqe(60000, 3, NTRDMA_CQE_GSO_TCPV4 | NTRDMA_CQE_CSUM_OK);
-    c.gso_size = 1448;
-    c.csum_start = 34;
-    c.csum_offset = 16;
-    EXPECT_EQ(ntrdma_wire_check_cqe(&c, 3, 65536), 0);
-    c.gso_size = 0;
-    EXPECT_EQ(ntrdma_wire_check_cqe(&c, 3, 65536), -4);
-    c.gso_size = 1448;
-    c.csum_start = 59990;
-    EXPECT_EQ(ntrdma_wire_check_cqe(&c, 3, 65536), -4);
-    c.csum_start = 0;  // GSO without a partial checksum
-    EXPECT_EQ(ntrdma_wire_check_cqe(&c, 3, 65536), -4);
-    c.csum_start = 34;
-    c.flags = NTRDMA_CQE_GSO_TCPV4;  // GSO without CSUM_OK
-    EXPECT_EQ(ntrdma_wire_check_cqe(&c, 3, 65536), -4);
-    c.flags = NTRDMA_CQE_GSO_TCPV4 | NTRDMA_CQE_GSO_TCPV6 | NTRDMA_CQE_CSUM_OK;
-    EXPECT_EQ(ntrdma_wire_check_cqe(&c, 3, 65536), -4);
+ntrdma_net_meta Meta(u16 flags, u16 gso = 0, u16 start = 0, u16 off = 0) {
+    ntrdma_net_meta m{};
+    m.flags = flags;
+    m.gso_size = gso;
+    m.csum_start = start;
+    m.csum_offset = off;
+    return m;
+}
+
+TEST(NetMeta, PacksAndUnpacksEveryField) {
+    auto m = Meta(NTRDMA_NET_GSO_TCPV6 | NTRDMA_NET_CSUM_OK, 8948, 54, 16);
+    ntrdma_net_meta back{};
+    ntrdma_net_meta_unpack(ntrdma_net_meta_pack(&m), &back);
+    EXPECT_EQ(back.flags, m.flags);
+    EXPECT_EQ(back.gso_size, 8948);
+    EXPECT_EQ(back.csum_start, 54);
+    EXPECT_EQ(back.csum_offset, 16);
+    ntrdma_net_meta_unpack(~0ull, &back);
+    EXPECT_EQ(back.flags, 0xffff);
+    EXPECT_EQ(back.csum_offset, 0xffff);
+}
+
+TEST(NetMeta, RejectsUnknownFlags) {
+    auto ok = Meta(NTRDMA_NET_CSUM_OK);
+    auto bad = Meta(0x80);
+    EXPECT_EQ(ntrdma_net_check_meta(&ok, 100), 0);
+    EXPECT_EQ(ntrdma_net_check_meta(&bad, 100), -3);
+}
+
+TEST(NetMeta, GsoNeedsSizeAndChecksumInsideTheFrame) {
+    auto m = Meta(NTRDMA_NET_GSO_TCPV4 | NTRDMA_NET_CSUM_OK, 1448, 34, 16);
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 60000), 0);
+    m.gso_size = 0;
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 60000), -4);
+    m.gso_size = 1448;
+    m.csum_start = 59990;
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 60000), -4);
+    m.csum_start = 0;  // GSO without a partial checksum
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 60000), -4);
+    m.csum_start = 34;
+    m.flags = NTRDMA_NET_GSO_TCPV4;  // GSO without CSUM_OK
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 60000), -4);
+    m.flags = NTRDMA_NET_GSO_TCPV4 | NTRDMA_NET_GSO_TCPV6 | NTRDMA_NET_CSUM_OK;
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 60000), -4);
+}
+
+TEST(NetMeta, PartialChecksumFieldMustLieInsideTheFrame) {
+    auto m = Meta(NTRDMA_NET_CSUM_OK, 0, 34, 6);
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 42), 0);
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 41), -4);
+    m.csum_start = 0xffff;
+    m.csum_offset = 0xffff;  // no u16 wrap-around
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 65536), -4);
+}
+
+ntrdma_wire_cmd Cmd(u32 seq, u16 len) {
+    ntrdma_wire_cmd c{};
+    c.seq = seq;
+    c.len = len;
+    return c;
+}
+
+TEST(Cmd, AcceptsInOrderRequestWithinItsSlot) {
+    auto c = Cmd(0xfffffff0u, NTRDMA_CMD_DATA);
+    EXPECT_EQ(ntrdma_wire_check_cmd(&c, 0xfffffff0u), 0);
+}
+
+TEST(Cmd, RejectsStaleSeqAndOversizedData) {
+    auto stale = Cmd(7, 10);
+    auto big = Cmd(8, NTRDMA_CMD_DATA + 1);
+    EXPECT_EQ(ntrdma_wire_check_cmd(&stale, 8), -1);
+    EXPECT_EQ(ntrdma_wire_check_cmd(&big, 8), -2);
+}
+
+TEST(Rsp, RejectsStaleSeqOversizedDataAndNonErrnoStatus) {
+    ntrdma_wire_rsp r{};
+    r.seq = 5;
+    EXPECT_EQ(ntrdma_wire_check_rsp(&r, 5), 0);
+    r.status = -22;
+    EXPECT_EQ(ntrdma_wire_check_rsp(&r, 5), 0);
+    EXPECT_EQ(ntrdma_wire_check_rsp(&r, 6), -1);
+    r.len = NTRDMA_RSP_DATA + 1;
+    EXPECT_EQ(ntrdma_wire_check_rsp(&r, 5), -2);
+    r.len = 0;
+    r.status = 1;
+    EXPECT_EQ(ntrdma_wire_check_rsp(&r, 5), -3);
+    r.status = -5000;
+    EXPECT_EQ(ntrdma_wire_check_rsp(&r, 5), -3);
 }
 
 TEST(Layout, InboxFitsItsPagesAndRingsArePowersOfTwo) {
-    EXPECT_EQ(NTRDMA_NET_RING & (NTRDMA_NET_RING - 1), 0u);
+    EXPECT_EQ(NTRDMA_TQP_RING & (NTRDMA_TQP_RING - 1), 0u);
+    EXPECT_EQ(NTRDMA_CMD_RING & (NTRDMA_CMD_RING - 1), 0u);
     EXPECT_EQ(sizeof(ntrdma_wire_rxd), 16u);
     EXPECT_EQ(sizeof(ntrdma_wire_cqe), 16u);
-    EXPECT_EQ(offsetof(ntrdma_inbox, net_rxd) % 16, 0u);
-    EXPECT_EQ(offsetof(ntrdma_inbox, net_cqe) % 16, 0u);
-    EXPECT_LE(sizeof(ntrdma_inbox), 3u * 4096u);
+    EXPECT_EQ(sizeof(ntrdma_wire_cmd), 256u);
+    EXPECT_EQ(sizeof(ntrdma_wire_rsp), 64u);
+    EXPECT_EQ(offsetof(ntrdma_inbox, tqp) % 64, 0u);
+    EXPECT_EQ(offsetof(ntrdma_inbox, cmd) % 64, 0u);
+    EXPECT_EQ(sizeof(ntrdma_wire_tqp) % 64, 0u);
+    EXPECT_LE(sizeof(ntrdma_inbox), 10u * 4096u);
+}
+
+TEST(Layout, VirtualDoorbellsOfEveryQueuePairFit) {
+    EXPECT_LT(NTRDMA_VDB_TQP(NTRDMA_TQP_COUNT - 1, NTRDMA_TQP_VDB_STATE), NTRDMA_VDB_COUNT);
+    EXPECT_NE(NTRDMA_VDB_TQP(0, NTRDMA_TQP_VDB_RX), NTRDMA_VDB_CMD);
 }
 
 }  // namespace

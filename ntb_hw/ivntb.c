@@ -21,6 +21,8 @@
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 
+#include "ivdma.h"
+
 #define IVNTB_NAME		"ntb_hw_ivshmem"
 
 #define IVSHMEM_VENDOR_ID	0x1af4
@@ -65,6 +67,11 @@
 #define IVNTB_AP_SLOTS		2
 #define IVNTB_MW_FLAT		IVNTB_AP_SLOTS
 
+static bool dma_engine = true;
+module_param(dma_engine, bool, 0444);
+MODULE_PARM_DESC(dma_engine,
+		 "Offer a DMA_MEMCPY channel per port that copies to and from the flat window (default Y)");
+
 static bool flat_window = true;
 module_param(flat_window, bool, 0444);
 MODULE_PARM_DESC(flat_window,
@@ -104,6 +111,7 @@ struct ivntb_dev {
 	unsigned long msg_outsts;	/* IVNTB_MSG_OUTBITS, local */
 	bool link_up;
 	const struct dma_map_ops *saved_dma_ops;
+	struct ivdma *dma;	/* the port's DMA engine, if offered */
 };
 
 #define ntb_ivntb(__ntb) container_of(__ntb, struct ivntb_dev, ntb)
@@ -1009,6 +1017,17 @@ static int ivntb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (rc)
 		goto err_dma_ops;
 
+	/* The engine is part of function 0 (it shares its identity map). */
+	if (dma_engine && iv->fn[IVNTB_FN_FLAT]) {
+		iv->dma = ivdma_create(&pdev->dev, iv->flat_phys,
+				       iv->flat_size);
+		if (IS_ERR(iv->dma)) {
+			dev_warn(&pdev->dev, "no DMA engine: %ld\n",
+				 PTR_ERR(iv->dma));
+			iv->dma = NULL;
+		}
+	}
+
 	iv->ntb.pdev = pdev;
 	iv->ntb.topo = NTB_TOPO_CROSSLINK;
 	iv->ntb.ops = &ivntb_ops;
@@ -1020,6 +1039,8 @@ static int ivntb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	return 0;
 
 err_irqs:
+	if (iv->dma)
+		ivdma_destroy(iv->dma);
 	ivntb_free_irqs(iv, IVNTB_NR_VECTORS);
 err_dma_ops:
 	set_dma_ops(&pdev->dev, iv->saved_dma_ops);
@@ -1047,6 +1068,8 @@ static void ivntb_remove(struct pci_dev *pdev)
 	struct ivntb_dev *iv = pci_get_drvdata(pdev);
 
 	ntb_unregister_device(&iv->ntb);
+	if (iv->dma)
+		ivdma_destroy(iv->dma);
 
 	/* The port goes away: tell the peer. */
 	blk_write(iv->lblk, IVNTB_OFF_ENABLED, 0);

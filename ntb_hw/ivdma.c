@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * The emulated NTB's DMA engine: one DMA_MEMCPY channel per NTB port, as NTB
+ * adapters pair with a DMA engine (Intel's with IOAT, Switchtec's with its
+ * own). It stands for hardware, so its "device" is a worker on another CPU:
+ * descriptors run in submission order, each copy completes before the next
+ * starts, and callbacks run in that order with bottom halves disabled, as
+ * from a DMA engine's tasklet.
+ *
+ * Bus addresses: the guest has no IOMMU, so a bus address is a physical
+ * address: either inside the port's flat window (the peer's RAM, mapped here
+ * once) or guest RAM (reached through its struct page). Anything else fails
+ * the descriptor with DMA_TRANS_READ_FAILED / DMA_TRANS_WRITE_FAILED.
+ */
+
+#include <linux/dmaengine.h>
+#include <linux/highmem.h>
+#include <linux/io.h>
+#include <linux/list.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/workqueue.h>
+
+#include "ivdma.h"
+
+struct ivdma_desc {
+	struct dma_async_tx_descriptor tx;
+	struct list_head node;
+	dma_addr_t dst, src;
+	size_t len;
+};
+
+struct ivdma {
+	struct dma_device dma;
+	struct dma_chan chan;
+	spinlock_t lock;		/* lists and cookies */
+	struct list_head submitted;	/* not yet issued */
+	struct list_head issued;	/* for the worker, in order */
+	struct work_struct work;
+	struct workqueue_struct *wq;
+	phys_addr_t win_phys;
+	resource_size_t win_size;
+	void __iomem *win;
+};
+
+#define to_ivdma(c) container_of(c, struct ivdma, chan)
+
+/* Where bus address @a (for @len bytes) lives: the window or RAM. */
+static void __iomem *ivdma_win(struct ivdma *d, dma_addr_t a, size_t len)
+{
+	if (a >= d->win_phys && len <= d->win_size &&
+	    a - d->win_phys <= d->win_size - len)
+		return d->win + (a - d->win_phys);
+	return NULL;
+}
+
+static bool ivdma_is_ram(dma_addr_t a, size_t len)
+{
+	unsigned long pfn;
+
+	for (pfn = PHYS_PFN(a); pfn <= PHYS_PFN(a + len - 1); pfn++)
+		if (!pfn_valid(pfn))
+			return false;
+	return true;
+}
+
+/* Copy between RAM and the window (or RAM and RAM), page by page. */
+static enum dmaengine_tx_result ivdma_copy(struct ivdma *d,
+					   struct ivdma_desc *desc)
+{
+	void __iomem *wdst = ivdma_win(d, desc->dst, desc->len);
+	void __iomem *wsrc = ivdma_win(d, desc->src, desc->len);
+	size_t done, chunk, off;
+	phys_addr_t ram;
+	void *va;
+
+	if (!desc->len)
+		return DMA_TRANS_NOERROR;
+	if (wdst && wsrc) {
+		/* Window to window: through a bounce in RAM is not worth it. */
+		return DMA_TRANS_READ_FAILED;
+	}
+	if (!wsrc && !ivdma_is_ram(desc->src, desc->len))
+		return DMA_TRANS_READ_FAILED;
+	if (!wdst && !ivdma_is_ram(desc->dst, desc->len))
+		return DMA_TRANS_WRITE_FAILED;
+
+	for (done = 0; done < desc->len; done += chunk) {
+		ram = (wdst ? desc->src : desc->dst) + done;
+		off = offset_in_page(ram);
+		chunk = min_t(size_t, desc->len - done, PAGE_SIZE - off);
+		va = kmap_local_page(pfn_to_page(PHYS_PFN(ram)));
+		if (wdst)
+			memcpy_toio(wdst + done, va + off, chunk);
+		else if (wsrc)
+			memcpy_fromio(va + off, wsrc + done, chunk);
+		else
+			memcpy(va + off,
+			       phys_to_virt(desc->src + done), chunk);
+		kunmap_local(va);
+		cond_resched();
+	}
+	return DMA_TRANS_NOERROR;
+}
+
+static void ivdma_work(struct work_struct *work)
+{
+	struct ivdma *d = container_of(work, struct ivdma, work);
+	struct dmaengine_result res = { .residue = 0 };
+	struct ivdma_desc *desc;
+	unsigned long flags;
+
+	for (;;) {
+		spin_lock_irqsave(&d->lock, flags);
+		desc = list_first_entry_or_null(&d->issued, struct ivdma_desc,
+						node);
+		if (desc)
+			list_del(&desc->node);
+		spin_unlock_irqrestore(&d->lock, flags);
+		if (!desc)
+			return;
+
+		res.result = ivdma_copy(d, desc);
+		wmb(); /* the copy lands before its completion is seen */
+		spin_lock_irqsave(&d->lock, flags);
+		d->chan.completed_cookie = desc->tx.cookie;
+		spin_unlock_irqrestore(&d->lock, flags);
+
+		local_bh_disable();
+		if (desc->tx.callback_result)
+			desc->tx.callback_result(desc->tx.callback_param, &res);
+		else if (desc->tx.callback)
+			desc->tx.callback(desc->tx.callback_param);
+		local_bh_enable();
+		kfree(desc);
+	}
+}
+
+static dma_cookie_t ivdma_submit(struct dma_async_tx_descriptor *tx)
+{
+	struct ivdma *d = to_ivdma(tx->chan);
+	struct ivdma_desc *desc = container_of(tx, struct ivdma_desc, tx);
+	unsigned long flags;
+	dma_cookie_t cookie;
+
+	spin_lock_irqsave(&d->lock, flags);
+	cookie = d->chan.cookie + 1;
+	if (cookie < DMA_MIN_COOKIE)
+		cookie = DMA_MIN_COOKIE;
+	d->chan.cookie = cookie;
+	tx->cookie = cookie;
+	list_add_tail(&desc->node, &d->submitted);
+	spin_unlock_irqrestore(&d->lock, flags);
+	return cookie;
+}
+
+static struct dma_async_tx_descriptor *
+ivdma_prep_memcpy(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
+		  size_t len, unsigned long flags)
+{
+	struct ivdma_desc *desc;
+
+	desc = kzalloc(sizeof(*desc), GFP_NOWAIT);
+	if (!desc)
+		return NULL;
+	dma_async_tx_descriptor_init(&desc->tx, chan);
+	desc->tx.tx_submit = ivdma_submit;
+	desc->tx.flags = flags;
+	desc->dst = dst;
+	desc->src = src;
+	desc->len = len;
+	return &desc->tx;
+}
+
+static void ivdma_issue_pending(struct dma_chan *chan)
+{
+	struct ivdma *d = to_ivdma(chan);
+	unsigned long flags;
+	bool any;
+
+	spin_lock_irqsave(&d->lock, flags);
+	any = !list_empty(&d->submitted);
+	list_splice_tail_init(&d->submitted, &d->issued);
+	spin_unlock_irqrestore(&d->lock, flags);
+	if (any)
+		queue_work(d->wq, &d->work);
+}
+
+static enum dma_status ivdma_tx_status(struct dma_chan *chan,
+				       dma_cookie_t cookie,
+				       struct dma_tx_state *state)
+{
+	struct ivdma *d = to_ivdma(chan);
+	dma_cookie_t last, used;
+	unsigned long flags;
+
+	spin_lock_irqsave(&d->lock, flags);
+	last = chan->completed_cookie;
+	used = chan->cookie;
+	spin_unlock_irqrestore(&d->lock, flags);
+	dma_set_tx_state(state, last, used, 0);
+	return dma_async_is_complete(cookie, last, used);
+}
+
+/* Drop what has not started (no callbacks); the running copy finishes. */
+static int ivdma_terminate_all(struct dma_chan *chan)
+{
+	struct ivdma *d = to_ivdma(chan);
+	struct ivdma_desc *desc, *tmp;
+	unsigned long flags;
+	LIST_HEAD(drop);
+
+	spin_lock_irqsave(&d->lock, flags);
+	list_splice_tail_init(&d->submitted, &drop);
+	list_splice_tail_init(&d->issued, &drop);
+	if (!list_empty(&drop))
+		chan->completed_cookie = chan->cookie;
+	spin_unlock_irqrestore(&d->lock, flags);
+	list_for_each_entry_safe(desc, tmp, &drop, node)
+		kfree(desc);
+	return 0;
+}
+
+static void ivdma_synchronize(struct dma_chan *chan)
+{
+	flush_work(&to_ivdma(chan)->work);
+}
+
+static int ivdma_alloc_chan_resources(struct dma_chan *chan)
+{
+	chan->cookie = DMA_MIN_COOKIE;
+	chan->completed_cookie = DMA_MIN_COOKIE;
+	return 1;
+}
+
+static void ivdma_free_chan_resources(struct dma_chan *chan)
+{
+	ivdma_terminate_all(chan);
+	ivdma_synchronize(chan);
+}
+
+struct ivdma *ivdma_create(struct device *dev, phys_addr_t win_phys,
+			   resource_size_t win_size)
+{
+	struct ivdma *d;
+	int rc;
+
+	d = kzalloc(sizeof(*d), GFP_KERNEL);
+	if (!d)
+		return ERR_PTR(-ENOMEM);
+	spin_lock_init(&d->lock);
+	INIT_LIST_HEAD(&d->submitted);
+	INIT_LIST_HEAD(&d->issued);
+	INIT_WORK(&d->work, ivdma_work);
+	d->win_phys = win_phys;
+	d->win_size = win_size;
+	d->win = ioremap_wc(win_phys, win_size);
+	if (!d->win) {
+		rc = -ENOMEM;
+		goto err_free;
+	}
+	d->wq = alloc_workqueue("ivdma/%s", WQ_UNBOUND | WQ_HIGHPRI |
+				WQ_MEM_RECLAIM, 1, dev_name(dev));
+	if (!d->wq) {
+		rc = -ENOMEM;
+		goto err_unmap;
+	}
+
+	dma_cap_set(DMA_MEMCPY, d->dma.cap_mask);
+	d->dma.dev = dev;
+	d->dma.copy_align = DMAENGINE_ALIGN_1_BYTE;
+	d->dma.device_alloc_chan_resources = ivdma_alloc_chan_resources;
+	d->dma.device_free_chan_resources = ivdma_free_chan_resources;
+	d->dma.device_prep_dma_memcpy = ivdma_prep_memcpy;
+	d->dma.device_issue_pending = ivdma_issue_pending;
+	d->dma.device_tx_status = ivdma_tx_status;
+	d->dma.device_terminate_all = ivdma_terminate_all;
+	d->dma.device_synchronize = ivdma_synchronize;
+	INIT_LIST_HEAD(&d->dma.channels);
+	d->chan.device = &d->dma;
+	list_add_tail(&d->chan.device_node, &d->dma.channels);
+	rc = dma_async_device_register(&d->dma);
+	if (rc)
+		goto err_wq;
+	return d;
+
+err_wq:
+	destroy_workqueue(d->wq);
+err_unmap:
+	iounmap(d->win);
+err_free:
+	kfree(d);
+	return ERR_PTR(rc);
+}
+
+/* After every client released the channel (the NTB device is gone). */
+void ivdma_destroy(struct ivdma *d)
+{
+	dma_async_device_unregister(&d->dma);
+	ivdma_terminate_all(&d->chan);
+	destroy_workqueue(d->wq);
+	iounmap(d->win);
+	kfree(d);
+}

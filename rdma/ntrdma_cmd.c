@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA command channel: requests to the peer and their responses, for
+ * creating and destroying the peer's mirrors of our resources (and later
+ * connection messages).
+ *
+ * A request goes into slot seq % NTRDMA_CMD_RING of the peer's inbox, then
+ * the request producer index, then the CMD doorbell. The peer handles
+ * requests in order in process context (handlers may sleep) and answers each
+ * in the same slot of our response ring, then our response producer index,
+ * then our CMD doorbell. At most NTRDMA_CMD_RING requests are outstanding;
+ * a caller waits for a free slot, then for its response, each bounded by its
+ * timeout. When the link session ends, every waiting caller returns
+ * -ENOLINK at once. A timed-out request keeps its slot until its response
+ * arrives (and is ignored) or the session ends.
+ */
+
+#include <linux/delay.h>
+#include <linux/io.h>
+#include <linux/jiffies.h>
+#include <linux/slab.h>
+
+#include "ntrdma.h"
+
+static void cmd_vdb(struct ntrdma_dev *ndev, void *ctx);
+static void cmd_work(struct work_struct *work);
+
+static int cmd_echo(struct ntrdma_dev *ndev, const void *req, u16 len,
+		    void *rsp, u16 *rsp_len)
+{
+	*rsp_len = min_t(u16, len, NTRDMA_RSP_DATA);
+	memcpy(rsp, req, *rsp_len);
+	return 0;
+}
+
+/* Diagnostics: answer after a delay (bounded), to test timeouts. */
+static int cmd_delay(struct ntrdma_dev *ndev, const void *req, u16 len,
+		     void *rsp, u16 *rsp_len)
+{
+	u32 ms;
+
+	if (len != sizeof(ms))
+		return -EINVAL;
+	memcpy(&ms, req, sizeof(ms));
+	if (ms > NTRDMA_CMD_DELAY_MAX_MS)
+		return -ERANGE;
+	msleep(ms);
+	*rsp_len = 0;
+	return 0;
+}
+
+int ntrdma_cmd_init(struct ntrdma_dev *ndev)
+{
+	struct ntrdma_cmd *c = &ndev->cmd;
+	int i;
+
+	spin_lock_init(&c->lock);
+	init_waitqueue_head(&c->credit_wait);
+	INIT_WORK(&c->work, cmd_work);
+	for (i = 0; i < NTRDMA_CMD_RING; i++)
+		init_completion(&c->w[i].done);
+	c->fn[NTRDMA_CMD_ECHO] = cmd_echo;
+	c->fn[NTRDMA_CMD_DELAY] = cmd_delay;
+	c->wq = alloc_workqueue("%s-cmd", WQ_MEM_RECLAIM | WQ_UNBOUND, 1,
+				ndev->name);
+	if (!c->wq)
+		return -ENOMEM;
+	if (ntrdma_vdb_register(ndev, NTRDMA_VDB_CMD, cmd_vdb, c)) {
+		destroy_workqueue(c->wq);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+void ntrdma_cmd_fini(struct ntrdma_dev *ndev)
+{
+	ntrdma_vdb_unregister(ndev, NTRDMA_VDB_CMD);
+	cancel_work_sync(&ndev->cmd.work);
+	destroy_workqueue(ndev->cmd.wq);
+}
+
+/* Handlers run in process context, one request at a time, in order. */
+int ntrdma_cmd_register(struct ntrdma_dev *ndev, u16 op, ntrdma_cmd_fn fn)
+{
+	struct ntrdma_cmd *c = &ndev->cmd;
+	unsigned long flags;
+	int rc = 0;
+
+	if (op >= NTRDMA_CMD_OPS)
+		return -EINVAL;
+	spin_lock_irqsave(&c->lock, flags);
+	if (c->fn[op])
+		rc = -EBUSY;
+	else
+		c->fn[op] = fn;
+	spin_unlock_irqrestore(&c->lock, flags);
+	return rc;
+}
+
+/* Only after the caller's requests and handlers can no longer run. */
+void ntrdma_cmd_unregister(struct ntrdma_dev *ndev, u16 op)
+{
+	unsigned long flags;
+
+	if (op >= NTRDMA_CMD_OPS)
+		return;
+	spin_lock_irqsave(&ndev->cmd.lock, flags);
+	ndev->cmd.fn[op] = NULL;
+	spin_unlock_irqrestore(&ndev->cmd.lock, flags);
+	flush_work(&ndev->cmd.work);
+}
+
+/* Link up: a new session (link lock held). */
+void ntrdma_cmd_start(struct ntrdma_dev *ndev)
+{
+	struct ntrdma_cmd *c = &ndev->cmd;
+	u32 base = ndev->epoch ^ ndev->peer_epoch;
+	unsigned long flags;
+
+	spin_lock_irqsave(&c->lock, flags);
+	c->req_pos = base;
+	c->rsp_cons = base;
+	c->req_cons = base;
+	/* The peer answers only requests of this session. */
+	WRITE_ONCE(ndev->inbox->rsp_prod, base);
+	c->active = true;
+	spin_unlock_irqrestore(&c->lock, flags);
+	/* A request may have come before we were up. */
+	queue_work(c->wq, &c->work);
+}
+
+/* Link down: every waiting caller returns -ENOLINK (may sleep). */
+void ntrdma_cmd_stop(struct ntrdma_dev *ndev)
+{
+	struct ntrdma_cmd *c = &ndev->cmd;
+	struct ntrdma_cmd_waiter *w;
+	unsigned long flags;
+	int i;
+
+	spin_lock_irqsave(&c->lock, flags);
+	c->active = false;
+	for (i = 0; i < NTRDMA_CMD_RING; i++) {
+		w = &c->w[i];
+		if (!w->busy)
+			continue;
+		w->busy = false;
+		if (w->abandoned) {
+			w->abandoned = false;
+		} else {
+			w->status = -ENOLINK;
+			complete(&w->done);
+		}
+	}
+	spin_unlock_irqrestore(&c->lock, flags);
+	wake_up_all(&c->credit_wait);
+	cancel_work_sync(&c->work);
+}
+
+/* Responses (hard interrupt context): complete the waiting callers. */
+static void cmd_responses(struct ntrdma_dev *ndev)
+{
+	struct ntrdma_cmd *c = &ndev->cmd;
+	struct ntrdma_wire_rsp r;
+	struct ntrdma_cmd_waiter *w;
+	unsigned long flags;
+	u32 prod, idx;
+
+	spin_lock_irqsave(&c->lock, flags);
+	if (!c->active)
+		goto out;
+	prod = READ_ONCE(ndev->inbox->rsp_prod);
+	if (!ntrdma_ring_avail_ok(prod, c->rsp_cons, c->req_pos - c->rsp_cons)) {
+		ntrdma_link_proto_error(ndev, "command response index out of range");
+		goto out;
+	}
+	rmb(); /* the producer index before the responses */
+	while (c->rsp_cons != prod) {
+		idx = ntrdma_ring_idx(c->rsp_cons, NTRDMA_CMD_RING);
+		memcpy(&r, &ndev->inbox->rsp[idx], sizeof(r));
+		if (ntrdma_wire_check_rsp(&r, c->rsp_cons)) {
+			ntrdma_link_proto_error(ndev, "bad command response");
+			break;
+		}
+		w = &c->w[idx];
+		c->rsp_cons++;
+		if (!w->busy)
+			continue;
+		w->busy = false;
+		if (w->abandoned) {
+			w->abandoned = false;
+			continue;
+		}
+		w->status = r.status;
+		w->rsp_len = min_t(u16, r.len, w->rsp_cap);
+		memcpy(w->rsp, r.data, w->rsp_len);
+		complete(&w->done);
+	}
+	wake_up_all(&c->credit_wait);
+out:
+	spin_unlock_irqrestore(&c->lock, flags);
+}
+
+static void cmd_vdb(struct ntrdma_dev *ndev, void *ctx)
+{
+	struct ntrdma_cmd *c = ctx;
+
+	cmd_responses(ndev);
+	queue_work(c->wq, &c->work);
+}
+
+/* Requests from the peer, in order, in process context. */
+static void cmd_work(struct work_struct *work)
+{
+	struct ntrdma_cmd *c = container_of(work, struct ntrdma_cmd, work);
+	struct ntrdma_dev *ndev = container_of(c, struct ntrdma_dev, cmd);
+	struct ntrdma_inbox __iomem *pi;
+	struct ntrdma_wire_cmd *req;
+	struct ntrdma_wire_rsp rsp;
+	unsigned long flags;
+	ntrdma_cmd_fn fn;
+	u32 prod, cons;
+	u16 rlen;
+
+	req = kmalloc(sizeof(*req), GFP_KERNEL);
+	if (!req) {
+		queue_work(c->wq, &c->work);	/* try again */
+		return;
+	}
+	for (;;) {
+		spin_lock_irqsave(&c->lock, flags);
+		pi = READ_ONCE(ndev->pinbox);
+		cons = c->req_cons;
+		if (!c->active || !pi) {
+			spin_unlock_irqrestore(&c->lock, flags);
+			break;
+		}
+		spin_unlock_irqrestore(&c->lock, flags);
+
+		prod = READ_ONCE(ndev->inbox->cmd_prod);
+		if (prod == cons)
+			break;
+		if (!ntrdma_ring_avail_ok(prod, cons, NTRDMA_CMD_RING)) {
+			/* 0: the peer has not sent in this session yet. */
+			if (prod)
+				ntrdma_link_proto_error(ndev, "command index out of range");
+			break;
+		}
+		rmb(); /* the producer index before the request */
+		memcpy(req, &ndev->inbox->cmd[ntrdma_ring_idx(cons,
+							      NTRDMA_CMD_RING)],
+		       sizeof(*req));
+		if (ntrdma_wire_check_cmd(req, cons)) {
+			ntrdma_link_proto_error(ndev, "bad command");
+			break;
+		}
+		memset(&rsp, 0, sizeof(rsp));
+		rsp.seq = cons;
+		rlen = 0;
+		spin_lock_irqsave(&c->lock, flags);
+		fn = req->op < NTRDMA_CMD_OPS ? c->fn[req->op] : NULL;
+		spin_unlock_irqrestore(&c->lock, flags);
+		if (fn) {
+			rsp.status = fn(ndev, req->data, req->len, rsp.data,
+					&rlen);
+			if (rsp.status > 0 || rsp.status < -4095)
+				rsp.status = -EIO;
+			rsp.len = min_t(u16, rlen, NTRDMA_RSP_DATA);
+		} else {
+			rsp.status = -EOPNOTSUPP;
+		}
+		atomic64_inc(&ndev->stats.cmd_handled);
+
+		spin_lock_irqsave(&c->lock, flags);
+		/* The session may have ended while the handler ran. */
+		if (c->active && c->req_cons == cons && ndev->pinbox == pi) {
+			memcpy_toio(&pi->rsp[ntrdma_ring_idx(cons,
+							     NTRDMA_CMD_RING)],
+				    &rsp, sizeof(rsp));
+			c->req_cons = cons + 1;
+			wmb(); /* the response before its index */
+			iowrite32(cons + 1, &pi->rsp_prod);
+		}
+		spin_unlock_irqrestore(&c->lock, flags);
+		ntrdma_vdb_ring(ndev, NTRDMA_VDB_CMD);
+	}
+	kfree(req);
+}
+
+static bool cmd_room(struct ntrdma_cmd *c)
+{
+	return !READ_ONCE(c->active) ||
+	       (u32)(READ_ONCE(c->req_pos) - READ_ONCE(c->rsp_cons)) <
+	       NTRDMA_CMD_RING;
+}
+
+/*
+ * Send request @op with @len bytes of @req to the peer and wait for its
+ * answer: returns the peer handler's status (0 or a negative errno) and
+ * copies up to @rsp_cap bytes of its response into @rsp (*@rsp_len set when
+ * not NULL). -ENOLINK when there is no session or it ends before the answer,
+ * -ETIMEDOUT after @timeout_ms, -EINTR on a signal. Process context.
+ */
+int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
+		    void *rsp, u16 rsp_cap, u16 *rsp_len,
+		    unsigned int timeout_ms)
+{
+	struct ntrdma_cmd *c = &ndev->cmd;
+	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
+	struct ntrdma_inbox __iomem *pi;
+	struct ntrdma_cmd_waiter *w;
+	struct ntrdma_wire_cmd *m;
+	unsigned long flags;
+	long left;
+	int rc;
+	u32 seq;
+
+	if (len > NTRDMA_CMD_DATA || (rsp_cap && !rsp))
+		return -EINVAL;
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m)
+		return -ENOMEM;
+	m->op = op;
+	m->len = len;
+	memcpy(m->data, req, len);
+
+	/* A free slot: fewer than RING requests unanswered. */
+	for (;;) {
+		spin_lock_irqsave(&c->lock, flags);
+		if (!c->active) {
+			rc = -ENOLINK;
+			goto out_unlock;
+		}
+		/* Slots below rsp_cons are answered or cleared by stop. */
+		if ((u32)(c->req_pos - c->rsp_cons) < NTRDMA_CMD_RING)
+			break;
+		spin_unlock_irqrestore(&c->lock, flags);
+		left = (long)deadline - (long)jiffies;
+		if (left > 0)
+			left = wait_event_interruptible_timeout(c->credit_wait,
+								cmd_room(c),
+								left);
+		if (left <= 0) {
+			kfree(m);
+			return left < 0 ? -EINTR : -ETIMEDOUT;
+		}
+	}
+	pi = ndev->pinbox;
+	seq = c->req_pos++;
+	w = &c->w[ntrdma_ring_idx(seq, NTRDMA_CMD_RING)];
+	w->busy = true;
+	w->abandoned = false;
+	w->rsp = rsp;
+	w->rsp_cap = rsp_cap;
+	w->rsp_len = 0;
+	reinit_completion(&w->done);
+	m->seq = seq;
+	memcpy_toio(&pi->cmd[ntrdma_ring_idx(seq, NTRDMA_CMD_RING)], m,
+		    sizeof(*m));
+	wmb(); /* the request before its index */
+	iowrite32(seq + 1, &pi->cmd_prod);
+	spin_unlock_irqrestore(&c->lock, flags);
+	kfree(m);
+	atomic64_inc(&ndev->stats.cmd_sent);
+	ntrdma_vdb_ring(ndev, NTRDMA_VDB_CMD);
+
+	left = (long)deadline - (long)jiffies;
+	left = wait_for_completion_interruptible_timeout(&w->done,
+							 max(left, 1L));
+	spin_lock_irqsave(&c->lock, flags);
+	if (left > 0 || completion_done(&w->done)) {
+		rc = w->status;
+		if (rsp_len)
+			*rsp_len = w->rsp_len;
+	} else {
+		/* Its slot stays taken until an answer or the session end. */
+		w->abandoned = true;
+		rc = left < 0 ? -EINTR : -ETIMEDOUT;
+		atomic64_inc(&ndev->stats.cmd_timeouts);
+	}
+	spin_unlock_irqrestore(&c->lock, flags);
+	return rc;
+
+out_unlock:
+	spin_unlock_irqrestore(&c->lock, flags);
+	kfree(m);
+	return rc;
+}
