@@ -15,7 +15,6 @@
  * arrives (and is ignored) or the session ends.
  */
 
-#include <linux/delay.h>
 #include <linux/io.h>
 #include <linux/jiffies.h>
 #include <linux/slab.h>
@@ -44,7 +43,9 @@ static int cmd_delay(struct ntrdma_dev *ndev, const void *req, u16 len,
 	memcpy(&ms, req, sizeof(ms));
 	if (ms > NTRDMA_CMD_DELAY_MAX_MS)
 		return -ERANGE;
-	msleep(ms);
+	/* Cut short when the session ends: stop() waits for handlers. */
+	wait_event_timeout(ndev->cmd.credit_wait, !READ_ONCE(ndev->cmd.active),
+			   msecs_to_jiffies(ms));
 	*rsp_len = 0;
 	return 0;
 }

@@ -24,6 +24,7 @@ static int ntrdma_info_show(struct seq_file *s, void *unused)
 	struct ntrdma_dev *ndev = s->private;
 	struct ntrdma_stats *st = &ndev->stats;
 
+	seq_printf(s, "ntb: %s\n", dev_name(&ndev->ntb->dev));
 	seq_printf(s, "link: %s\n", ntrdma_link_is_up(ndev) ? "up" : "down");
 	seq_printf(s, "ntb_link: %s\n", READ_ONCE(ndev->hw_up) ? "up" : "down");
 	seq_printf(s, "epoch: %08x\npeer_epoch: %08x\n", READ_ONCE(ndev->epoch),

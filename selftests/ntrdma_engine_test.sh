@@ -1,0 +1,174 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# NTRDMA engine: the command channel (requests and responses both ways,
+# in-order handling, more requests than ring slots, per-call timeouts, a late
+# answer after a timeout, clean -ENOLINK for a pending call when the peer's
+# driver goes away, and recovery), and the two copy paths (DMA_MEMCPY channel
+# and CPU) carrying the same traffic. Uses debugfs ntrdma/<dev>/{info,cmd}.
+# Needs an NTB with a flat window (test bed: --flat 1).
+. "$(dirname "$0")/lib/ktap.sh"
+. "$(dirname "$0")/lib/env.sh"
+. "$(dirname "$0")/lib/net.sh"
+
+NTB_DRV=/sys/bus/ntb/drivers/ntrdma
+A_IP=10.79.0.1
+B_IP=10.79.0.2
+
+ktap_header
+ktap_plan 12
+
+if ! install_modules || ! ntb_pair; then
+	ktap_fail "ntb devices present"
+	ktap_finish
+fi
+
+if is_pair; then
+	A="sh -c"
+	B="peer"
+else
+	A="sh -c"
+	B="sh -c"
+fi
+
+# The debugfs folder of the ntrdma device on NTB device $2, on side $1.
+dbg_of() { # SIDE NTBDEV
+	${!1} "grep -l '^ntb: $2\$' $DEBUGFS/ntrdma/*/info 2>/dev/null | head -1 | xargs -r dirname"
+}
+# cmd SIDE REQUEST: send a request from that side, print its outcome line.
+cmd() {
+	local side=$1 d
+	d=DBG$side
+	${!side} "echo '$2' > ${!d}/cmd && cat ${!d}/cmd"
+}
+field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p"; }
+info_of() { local d=DBG$1; ${!1} "sed -n 's/^$2: //p' ${!d}/info"; }
+link_up() { [ "$(info_of A link)" = up ] && [ "$(info_of B link)" = up ]; }
+
+load() { # [params]
+	modprobe ntrdma "$@" || return 1
+	if is_pair; then peer "modprobe ntrdma $*" || return 1; fi
+	wait_for 10 sh -c "[ -n \"\$(grep -l '^ntb: $LOCAL_DEV\$' $DEBUGFS/ntrdma/*/info 2>/dev/null)\" ]" || return 1
+	DBGA=$(dbg_of A "$LOCAL_DEV")
+	DBGB=$(dbg_of B "$REMOTE_DEV")
+	[ -n "$DBGA" ] && [ -n "$DBGB" ] && wait_for 10 link_up
+}
+unload() {
+	modprobe -r ntrdma
+	if is_pair; then peer "modprobe -r ntrdma"; fi
+	ip netns del ntA 2>/dev/null; ip netns del ntB 2>/dev/null
+	true
+}
+
+# 1
+ktap_check "ntrdma loaded on both sides, link up" load
+# 2-3: echo both ways
+out=$(cmd A "echo hello-from-A")
+ktap_diag "A->B: $out"
+ktap_check "command A->B answered (echo)" test "$(field rc <<< "$out")" = 0 -a \
+	"$(field data <<< "$out")" = hello-from-A
+out=$(cmd B "echo hello-from-B")
+ktap_check "command B->A answered (echo)" test "$(field rc <<< "$out")" = 0 -a \
+	"$(field data <<< "$out")" = hello-from-B
+
+# 4: more concurrent requests than ring slots (16): all answered
+s0=$(info_of A cmd_sent)
+h0=$(info_of B cmd_handled)
+for i in $(seq 1 40); do
+	$A "echo 'echo n$i' > $DBGA/cmd" &
+done
+wait
+s1=$(info_of A cmd_sent)
+h1=$(info_of B cmd_handled)
+t1=$(info_of A cmd_timeouts)
+ktap_diag "sent $s0 -> $s1, peer handled $h0 -> $h1, timeouts $t1"
+ktap_check "40 concurrent requests (ring of 16): all sent, all handled, no timeout" \
+	test $((s1 - s0)) = 40 -a $((h1 - h0)) = 40 -a "$t1" = 0
+
+# 5: a slow answer within the timeout
+out=$(cmd A "delay 300 3000")
+us=$(field usecs <<< "$out")
+ktap_check "delayed answer (300 ms) within the timeout: rc 0 after >= 300 ms ($us us)" \
+	test "$(field rc <<< "$out")" = 0 -a "${us:-0}" -ge 300000
+
+# 6: timeout
+out=$(cmd A "delay 2000 400")
+us=$(field usecs <<< "$out")
+ktap_check "answer later than the timeout: -ETIMEDOUT (-110) after 400-1500 ms ($us us)" \
+	test "$(field rc <<< "$out")" = -110 -a "${us:-0}" -ge 400000 -a "${us:-0}" -lt 1500000
+
+# 7: the late answer is dropped; the channel still works
+sleep 2
+out=$(cmd A "echo after-late")
+ktap_check "after a late answer the channel still works" \
+	test "$(field rc <<< "$out")" = 0 -a "$(field data <<< "$out")" = after-late
+
+# 8: a pending call fails with -ENOLINK when the peer's driver goes away
+$A "echo 'delay 4000 10000' > $DBGA/cmd" &
+pending=$!
+sleep 0.5
+if is_pair; then
+	peer "modprobe -r ntrdma" &
+else
+	echo "$REMOTE_DEV" > $NTB_DRV/unbind &
+fi
+t0=$SECONDS
+wait $pending
+out=$($A "cat $DBGA/cmd")
+us=$(field usecs <<< "$out")
+ktap_check "pending call when the peer unloads: -ENOLINK (-67) before its 4 s answer ($us us)" \
+	test "$(field rc <<< "$out")" = -67 -a "${us:-9999999}" -lt 3500000
+wait
+
+# 9: no session: fails at once
+out=$(cmd A "echo nobody")
+ktap_check "no session: -ENOLINK at once" test "$(field rc <<< "$out")" = -67
+
+# 10: back
+if is_pair; then
+	peer "modprobe ntrdma"
+else
+	echo "$REMOTE_DEV" > $NTB_DRV/bind
+fi
+DBGB=""
+wait_for 10 sh -c "[ -n \"\$($B "grep -l '^ntb: $REMOTE_DEV\$' $DEBUGFS/ntrdma/*/info" 2>/dev/null)\" ]"
+DBGB=$(dbg_of B "$REMOTE_DEV")
+wait_for 10 link_up
+out=$(cmd A "echo again")
+ktap_check "peer back: commands answered again" test "$(field rc <<< "$out")" = 0
+
+# 11-12: DMA and CPU copies carry the same traffic
+setup_net() {
+	local ia ib
+	ia=$(for i in $(ls /sys/class/net); do
+		[ "$(ethtool -i $i 2>/dev/null | sed -n 's/^bus-info: //p')" = "$LOCAL_DEV" ] && echo $i; done)
+	ib=$($B "for i in \$(ls /sys/class/net); do
+		[ \"\$(ethtool -i \$i 2>/dev/null | sed -n 's/^bus-info: //p')\" = $REMOTE_DEV ] && echo \$i; done")
+	if is_pair; then
+		SA="sh -c"; SB="peer"
+	else
+		ip netns add ntA; ip netns add ntB
+		ip link set "$ia" netns ntA; ip link set "$ib" netns ntB
+		SA="ip netns exec ntA sh -c"; SB="ip netns exec ntB sh -c"
+	fi
+	$SA "ip link set lo up; ip addr add $A_IP/24 dev $ia && ip link set $ia up" &&
+	$SB "ip link set lo up; ip addr add $B_IP/24 dev $ib && ip link set $ib up" &&
+	wait_for 10 $SA "ping -c 1 -W 1 $B_IP >/dev/null"
+}
+for mode in dma cpu; do
+	unload
+	if [ $mode = dma ]; then load; else load use_dma=0; fi
+	copy=$(info_of A copy)
+	if [ $mode = dma ] && [ "$copy" = cpu ]; then
+		ktap_skip "copies by a DMA_MEMCPY channel" "no DMA_MEMCPY channel on this host"
+		continue
+	fi
+	if ! setup_net; then
+		ktap_fail "$mode copy ($copy): ntr traffic"
+		continue
+	fi
+	iperf_check ntr_engine "${mode}_tcp_AtoB" "$SB" "$SA" "$B_IP" 5210
+	ktap_diag "copy path: $copy"
+done
+unload
+ktap_finish
