@@ -52,12 +52,11 @@ if ! grep -q 'tests passed' "$OUT/ctest.log"; then
 fi
 
 # Stock NTB clients expect two small windows (no flat window); NTRDMA needs
-# the flat window: one test-bed run each.
-# ntrdma_net_test.sh in the two-guest topology is not gating yet: it has not
-# had a full verification run there (the engine issue is still open).
+# the flat window: one test-bed run each, in both topologies.
 STOCK="stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh"
-RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$STOCK ntrdma:1:ntrdma_net_test.sh"}}
-RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$STOCK"}}
+NTR="ntrdma:1:ntrdma_net_test.sh,ntrdma_engine_test.sh"
+RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$STOCK $NTR"}}
+RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$STOCK $NTR"}}
 for topo in $TOPOS; do
 runs_var=RUNS_$topo
 for run in ${!runs_var}; do

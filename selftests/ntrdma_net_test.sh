@@ -18,7 +18,7 @@ B_IP=10.78.0.2
 NTB_DRV=/sys/bus/ntb/drivers/ntrdma
 
 ktap_header
-ktap_plan 22
+ktap_plan 23
 
 if ! install_modules || ! ntb_pair; then
 	ktap_fail "ntb devices present"
@@ -139,6 +139,15 @@ sb=$($B "cat /tmp/ntr.rx.sha" 2>/dev/null)
 metric ntr_256MiB_transfer_ms "$ms" ms
 ktap_check "256 MiB TCP transfer: sha256 equal on both ends (${sa:0:12})" \
 	test -n "$sa" -a "$sa" = "$sb"
+
+# BQL: the transmit queue's in-flight bytes return to 0 once traffic stops:
+# every frame counted as sent was reported completed (a lost completion
+# would leave it above 0 and in the end stall the queue).
+bql() { ${!1} "cat /sys/class/net/${2}/queues/tx-0/byte_queue_limits/$3"; }
+bql_idle() { [ "$(bql A "$IFA" inflight)" = 0 ]; }
+wait_for 5 bql_idle
+ktap_check "BQL: in-flight bytes back to 0 after traffic (limit $(bql A "$IFA" limit))" \
+	bql_idle
 
 # 12: counters add up: what A sent B received, nothing dropped
 stats() { ${!1} "ip -s -j link show ${2}" | jq -r '.[0].stats64 |
