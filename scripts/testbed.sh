@@ -243,6 +243,26 @@ for d in /dev/shm/ntrdma-testbed.*; do
 done
 RUN=$(mktemp -d /dev/shm/ntrdma-testbed.XXXXXX)
 echo $$ >"$RUN/launcher.pid"
+# The guests load modules from a snapshot taken now (under the shared tree,
+# so they see it): a rebuild during the run cannot change what is tested.
+KOSNAP=
+if [ "$MODULES" = 1 ]; then
+	for d in "$NTRDMA_ROOT"/build/.testbed-ko.*; do
+		[ -f "$d/launcher.pid" ] || continue
+		kill -0 "$(cat "$d/launcher.pid" 2>/dev/null)" 2>/dev/null && continue
+		rm -rf "$d"
+	done
+	KOSNAP=$(mktemp -d "$NTRDMA_ROOT/build/.testbed-ko.XXXXXX")
+	echo $$ >"$KOSNAP/launcher.pid"
+	mkdir -p "$KOSNAP/kbuild" "$KOSNAP/top"
+	cp "$NTRDMA_KBUILD"/*.ko "$KOSNAP/kbuild/"
+	cp "$NTRDMA_HW_KO" "$KOSNAP/"
+	for ko in "$NTRDMA_ROOT"/*.ko; do [ -f "$ko" ] && cp "$ko" "$KOSNAP/top/"; done
+	NTRDMA_KBUILD=$KOSNAP/kbuild
+	NTRDMA_HW_KO=$KOSNAP/$(basename "$NTRDMA_HW_KO")
+fi
+TOP_KO_DIR=${KOSNAP:+$KOSNAP/top}
+TOP_KO_DIR=${TOP_KO_DIR:-$NTRDMA_ROOT}
 PIDS=() # processes we started (besides the QEMUs, found by pidfile)
 TIMED_OUT=0
 
@@ -269,6 +289,7 @@ cleanup() {
 	kill_run KILL
 	wait 2>/dev/null
 	rm -rf "$RUN"
+	[ -n "$KOSNAP" ] && rm -rf "$KOSNAP"
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -319,7 +340,7 @@ fi
 # module, loading its dependencies first.
 modprobe_conf() {
 	local ko name deps d line
-	for ko in "$NTRDMA_KBUILD"/*.ko "$NTRDMA_HW_KO" "$NTRDMA_ROOT"/*.ko; do
+	for ko in "$NTRDMA_KBUILD"/*.ko "$NTRDMA_HW_KO" "$TOP_KO_DIR"/*.ko; do
 		[ -f "$ko" ] || continue
 		name=$(basename "$ko" .ko)
 		name=${name//-/_}
