@@ -14,6 +14,10 @@
  *
  * Ring positions of a session start at epoch ^ peer_epoch, so anything a peer
  * wrote in an earlier session fails the sequence checks.
+ *
+ * Queues: net_queues transport queue pairs, each with its own NAPI context,
+ * receive ring and transmit queue. Each side tells the other how many it has
+ * (in queue 0's state word); both send on the smaller number.
  */
 
 #include <linux/dma-mapping.h>
@@ -36,6 +40,11 @@
 #define NTR_DEFAULT_MTU		NTR_MAX_MTU
 #define NTR_HEADROOM		(NET_SKB_PAD + NET_IP_ALIGN)
 #define NTR_NAPI_WEIGHT		64
+#define NTR_MAX_QUEUES		NTRDMA_NET_QUEUES_MAX
+
+static unsigned int net_queues = 1;
+module_param(net_queues, uint, 0444);
+MODULE_PARM_DESC(net_queues, "Queue pairs per ntr netdev, 1-4 (default 1)");
 
 struct ntr_rx_buf {
 	void *data;		/* kmalloc'ed, becomes the skb head */
@@ -49,32 +58,42 @@ struct ntr_counters {
 	struct u64_stats_sync syncp;
 };
 
-struct ntrdma_net {
-	struct ntrdma_dev *ndev;
-	struct net_device *netdev;
+struct ntrdma_net;
+
+/* One queue pair of the netdev: a transport QP, NAPI, rings, counters. */
+struct ntr_queue {
+	struct ntrdma_net *net;
+	int idx;
 	struct ntrdma_tqp *qp;
 	struct napi_struct napi;
-	bool active;		/* a link session's datapath runs (rtnl) */
 
 	/* receive: buffers we posted to the peer, by ring position */
 	struct ntr_rx_buf rx[NTR_RING];
-	u32 rx_buf_len;		/* bytes the peer may write per buffer */
-	u32 rx_alloc_len;
 
 	/* Buffers of an ended session: the peer may still write into them
 	 * until it has left that session, which we know once it accepts our
-	 * next one. Freed then, or at removal (the flat window's translation
-	 * is cleared first).
+	 * next one. Freed then, or at removal once the peer has left.
 	 */
 	struct ntr_rx_buf quar[NTR_RING];
 	u32 quar_count;
 
-	spinlock_t bql_lock;	/* netdev_completed_queue() callers */
+	spinlock_t bql_lock;	/* netdev_tx_completed_queue() callers */
 
 	struct ntr_counters rxc;	/* NAPI */
-	struct ntr_counters txc;	/* xmit, under the tx lock */
+	struct ntr_counters txc;	/* xmit, under the tx queue lock */
 	struct ntr_counters donec;	/* send completions */
 	atomic64_t tx_wakes;
+};
+
+struct ntrdma_net {
+	struct ntrdma_dev *ndev;
+	struct net_device *netdev;
+	bool active;		/* a link session's datapath runs (rtnl) */
+	u32 rx_buf_len;		/* bytes the peer may write per buffer */
+	u32 rx_alloc_len;
+	int nq;			/* our queue pairs */
+	u32 tx_nq;		/* queues both sides have: 0 while closed */
+	struct ntr_queue *q;
 };
 
 static void ntr_count(struct ntr_counters *c, u64 *field, u64 n)
@@ -86,16 +105,19 @@ static void ntr_count(struct ntr_counters *c, u64 *field, u64 n)
 
 /* ---- receive ---- */
 
-static void ntr_free_buf(struct ntrdma_net *net, struct ntr_rx_buf *b)
+static void ntr_free_buf(struct ntr_queue *q, struct ntr_rx_buf *b)
 {
+	struct ntrdma_net *net = q->net;
+
 	dma_unmap_single(net->ndev->dma_dev, b->dma, net->rx_buf_len,
 			 DMA_FROM_DEVICE);
 	kfree(b->data);
 	b->data = NULL;
 }
 
-static int ntr_post_one(struct ntrdma_net *net, gfp_t gfp)
+static int ntr_post_one(struct ntr_queue *q, gfp_t gfp)
 {
+	struct ntrdma_net *net = q->net;
 	struct ntrdma_dev *ndev = net->ndev;
 	struct ntr_rx_buf b;
 	u32 pos;
@@ -110,58 +132,59 @@ static int ntr_post_one(struct ntrdma_net *net, gfp_t gfp)
 		kfree(b.data);
 		return -EIO;
 	}
-	rc = ntrdma_tqp_post_recv(net->qp, b.dma, net->rx_buf_len, &pos);
+	rc = ntrdma_tqp_post_recv(q->qp, b.dma, net->rx_buf_len, &pos);
 	if (rc) {
-		ntr_free_buf(net, &b);
+		ntr_free_buf(q, &b);
 		return rc;
 	}
-	net->rx[ntrdma_ring_idx(pos, NTR_RING)] = b;
+	q->rx[ntrdma_ring_idx(pos, NTR_RING)] = b;
 	return 0;
 }
 
 /* Session over: posted buffers go to quarantine (see struct ntrdma_net). */
-static void ntr_quarantine_rx(struct ntrdma_net *net)
+static void ntr_quarantine_rx(struct ntr_queue *q)
 {
 	struct ntr_rx_buf *b;
 	int i;
 
 	for (i = 0; i < NTR_RING; i++) {
-		b = &net->rx[i];
+		b = &q->rx[i];
 		if (!b->data)
 			continue;
-		if (WARN_ON_ONCE(net->quar_count >= NTR_RING))
+		if (WARN_ON_ONCE(q->quar_count >= NTR_RING))
 			break;
-		net->quar[net->quar_count++] = *b;
+		q->quar[q->quar_count++] = *b;
 		b->data = NULL;
 	}
 }
 
-static void ntr_free_quarantine(struct ntrdma_net *net)
+static void ntr_free_quarantine(struct ntr_queue *q)
 {
-	while (net->quar_count)
-		ntr_free_buf(net, &net->quar[--net->quar_count]);
+	while (q->quar_count)
+		ntr_free_buf(q, &q->quar[--q->quar_count]);
 }
 
 /* Post buffers up to a full ring and tell the peer. */
-static void ntr_refill(struct ntrdma_net *net, gfp_t gfp)
+static void ntr_refill(struct ntr_queue *q, gfp_t gfp)
 {
 	int n = 0;
 
-	while (ntrdma_tqp_recv_room(net->qp)) {
-		if (ntr_post_one(net, gfp)) {
-			ntr_count(&net->rxc, &net->rxc.refill_fail, 1);
+	while (ntrdma_tqp_recv_room(q->qp)) {
+		if (ntr_post_one(q, gfp)) {
+			ntr_count(&q->rxc, &q->rxc.refill_fail, 1);
 			break;
 		}
 		n++;
 	}
 	if (n)
-		ntrdma_tqp_post_commit(net->qp);
+		ntrdma_tqp_post_commit(q->qp);
 }
 
 /* Turn a completed buffer into an skb; false when the frame is invalid. */
-static bool ntr_rx_one(struct ntrdma_net *net,
+static bool ntr_rx_one(struct ntr_queue *q,
 		       const struct ntrdma_tqp_rcomp *c, struct ntr_rx_buf *b)
 {
+	struct ntrdma_net *net = q->net;
 	struct ntrdma_net_meta m;
 	struct sk_buff *skb;
 
@@ -174,7 +197,7 @@ static bool ntr_rx_one(struct ntrdma_net *net,
 	if (!skb) {
 		kfree(b->data);
 		b->data = NULL;
-		ntr_count(&net->rxc, &net->rxc.dropped, 1);
+		ntr_count(&q->rxc, &q->rxc.dropped, 1);
 		return true;
 	}
 	b->data = NULL;
@@ -188,7 +211,7 @@ static bool ntr_rx_one(struct ntrdma_net *net,
 			 */
 			if (!skb_partial_csum_set(skb, m.csum_start,
 						  m.csum_offset)) {
-				ntr_count(&net->rxc, &net->rxc.errors, 1);
+				ntr_count(&q->rxc, &q->rxc.errors, 1);
 				kfree_skb(skb);
 				return true;
 			}
@@ -204,94 +227,116 @@ static bool ntr_rx_one(struct ntrdma_net *net,
 		skb_shinfo(skb)->gso_segs = 0;
 	}
 	skb->protocol = eth_type_trans(skb, net->netdev);
-	u64_stats_update_begin(&net->rxc.syncp);
-	net->rxc.packets++;
-	net->rxc.bytes += c->len;
-	u64_stats_update_end(&net->rxc.syncp);
-	napi_gro_receive(&net->napi, skb);
+	u64_stats_update_begin(&q->rxc.syncp);
+	q->rxc.packets++;
+	q->rxc.bytes += c->len;
+	u64_stats_update_end(&q->rxc.syncp);
+	skb_record_rx_queue(skb, q->idx);
+	napi_gro_receive(&q->napi, skb);
 	return true;
 }
 
 static int ntr_poll(struct napi_struct *napi, int budget)
 {
-	struct ntrdma_net *net = container_of(napi, struct ntrdma_net, napi);
+	struct ntr_queue *q = container_of(napi, struct ntr_queue, napi);
 	struct ntrdma_tqp_rcomp c;
 	struct ntr_rx_buf *b;
 	int done = 0, rc;
 
 	while (done < budget) {
-		rc = ntrdma_tqp_poll_recv(net->qp, &c, net->rx_buf_len);
+		rc = ntrdma_tqp_poll_recv(q->qp, &c, q->net->rx_buf_len);
 		if (rc <= 0) {
 			if (rc)
-				ntr_count(&net->rxc, &net->rxc.proto_errors, 1);
+				ntr_count(&q->rxc, &q->rxc.proto_errors, 1);
 			break;
 		}
-		b = &net->rx[ntrdma_ring_idx(c.pos, NTR_RING)];
+		b = &q->rx[ntrdma_ring_idx(c.pos, NTR_RING)];
 		done++;
 		if (WARN_ON_ONCE(!b->data))
 			continue;
-		if (!netif_running(net->netdev)) {
+		if (!netif_running(q->net->netdev)) {
 			/* In flight when we closed: the interface is down. */
-			ntr_free_buf(net, b);
-			ntr_count(&net->rxc, &net->rxc.dropped_down, 1);
-		} else if (!ntr_rx_one(net, &c, b)) {
-			ntr_free_buf(net, b);
-			ntr_count(&net->rxc, &net->rxc.proto_errors, 1);
-			ntrdma_link_proto_error(net->ndev, "bad net frame metadata");
+			ntr_free_buf(q, b);
+			ntr_count(&q->rxc, &q->rxc.dropped_down, 1);
+		} else if (!ntr_rx_one(q, &c, b)) {
+			ntr_free_buf(q, b);
+			ntr_count(&q->rxc, &q->rxc.proto_errors, 1);
+			ntrdma_link_proto_error(q->net->ndev,
+						"bad net frame metadata");
 		}
 	}
 	if (done)
-		ntr_refill(net, GFP_ATOMIC);
+		ntr_refill(q, GFP_ATOMIC);
 
 	/* Ask for a doorbell on the next completion, then re-check. */
 	if (done < budget && napi_complete_done(napi, done) &&
-	    ntrdma_tqp_recv_arm(net->qp))
+	    ntrdma_tqp_recv_arm(q->qp))
 		napi_schedule(napi);
 	return done;
 }
 
 static void ntr_tqp_rx(void *ctx)
 {
-	struct ntrdma_net *net = ctx;
+	struct ntr_queue *q = ctx;
 
-	napi_schedule(&net->napi);
+	napi_schedule(&q->napi);
 }
 
-/* Carrier: a session runs, we are up, and so is the peer's netdev. */
+/* Carrier: a session runs, we are up, and so is the peer's netdev, which
+ * tells (queue 0's state word) how many queue pairs it has: both sides send
+ * on the smaller number.
+ */
 static void ntr_update_carrier(struct ntrdma_net *net)
 {
 	struct net_device *dev = net->netdev;
+	u32 peer = 0;
 
-	if (READ_ONCE(net->active) && netif_running(dev) &&
-	    ntrdma_tqp_peer_open(net->qp)) {
+	if (READ_ONCE(net->active) && netif_running(dev))
+		peer = ntrdma_tqp_peer_state(net->q[0].qp);
+	if (peer > NTR_MAX_QUEUES) {
+		ntrdma_link_proto_error(net->ndev, "peer netdev state out of range");
+		peer = 0;
+	}
+	WRITE_ONCE(net->tx_nq, min_t(u32, peer, net->nq));
+	if (peer) {
 		if (!netif_carrier_ok(dev))
 			netif_carrier_on(dev);
-		netif_wake_queue(dev);
+		netif_tx_wake_all_queues(dev);
 	} else if (netif_carrier_ok(dev)) {
 		netif_carrier_off(dev);
-		netif_stop_queue(dev);
+		netif_tx_stop_all_queues(dev);
 	}
 }
 
 static void ntr_tqp_peer_state(void *ctx)
 {
-	ntr_update_carrier(ctx);
+	struct ntr_queue *q = ctx;
+
+	ntr_update_carrier(q->net);
 }
 
-/* Tell the peer whether to send to us. */
+/* Tell the peer whether (and on how many queues) to send to us. */
 static void ntr_publish_open(struct ntrdma_net *net)
 {
-	if (READ_ONCE(net->active))
-		ntrdma_tqp_set_open(net->qp, netif_running(net->netdev));
+	bool open = netif_running(net->netdev);
+	int i;
+
+	if (!READ_ONCE(net->active))
+		return;
+	for (i = net->nq - 1; i >= 0; i--)
+		ntrdma_tqp_set_state(net->q[i].qp,
+				     !open ? 0 : i ? 1 : net->nq);
 }
 
 static void ntr_tqp_tx_space(void *ctx)
 {
-	struct ntrdma_net *net = ctx;
+	struct ntr_queue *q = ctx;
+	struct net_device *dev = q->net->netdev;
+	struct netdev_queue *txq = netdev_get_tx_queue(dev, q->idx);
 
-	if (netif_queue_stopped(net->netdev) && netif_carrier_ok(net->netdev)) {
-		atomic64_inc(&net->tx_wakes);
-		netif_wake_queue(net->netdev);
+	if (netif_tx_queue_stopped(txq) && netif_carrier_ok(dev)) {
+		atomic64_inc(&q->tx_wakes);
+		netif_tx_wake_queue(txq);
 	}
 }
 
@@ -300,23 +345,24 @@ static void ntr_tqp_tx_space(void *ctx)
 /* A send finished (any context but hard irq): BQL, counters, the skb. */
 static void ntr_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 {
-	struct ntrdma_net *net = ctx;
+	struct ntr_queue *q = ctx;
 	struct sk_buff *skb = cookie;
 	unsigned long flags;
 
-	spin_lock_irqsave(&net->bql_lock, flags);
-	netdev_completed_queue(net->netdev, 1, len);
-	spin_unlock_irqrestore(&net->bql_lock, flags);
-	u64_stats_update_begin(&net->donec.syncp);
+	spin_lock_irqsave(&q->bql_lock, flags);
+	netdev_tx_completed_queue(netdev_get_tx_queue(q->net->netdev, q->idx),
+				  1, len);
+	spin_unlock_irqrestore(&q->bql_lock, flags);
+	u64_stats_update_begin(&q->donec.syncp);
 	if (!status) {
-		net->donec.packets++;
-		net->donec.bytes += len;
+		q->donec.packets++;
+		q->donec.bytes += len;
 	} else if (status == -ENOLINK) {
-		net->donec.dropped++;	/* the session ended first */
+		q->donec.dropped++;	/* the session ended first */
 	} else {
-		net->donec.errors++;
+		q->donec.errors++;
 	}
-	u64_stats_update_end(&net->donec.syncp);
+	u64_stats_update_end(&q->donec.syncp);
 	if (status)
 		dev_kfree_skb_any(skb);
 	else
@@ -364,84 +410,124 @@ static u64 ntr_skb_meta(struct sk_buff *skb)
 	return ntrdma_net_meta_pack(&m);
 }
 
+static u16 ntr_select_queue(struct net_device *dev, struct sk_buff *skb,
+			    struct net_device *sb_dev)
+{
+	struct ntrdma_net *net = netdev_priv(dev);
+	u32 n = READ_ONCE(net->tx_nq);
+	u16 q = netdev_pick_tx(dev, skb, sb_dev);
+
+	return n > 1 ? q % n : 0;
+}
+
 static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
 {
 	struct ntrdma_net *net = netdev_priv(dev);
+	struct ntr_queue *q = &net->q[skb_get_queue_mapping(skb)];
+	struct netdev_queue *txq = netdev_get_tx_queue(dev, q->idx);
 	struct ntrdma_tqp_sge sg[NTRDMA_TQP_MAX_SGE];
 	unsigned long flags;
 	u32 len = skb->len;
 	bool kick;
 	int n, rc;
 
-	if (!READ_ONCE(net->active) || !ntrdma_tqp_peer_open(net->qp)) {
+	if (!READ_ONCE(net->active) || q->idx >= READ_ONCE(net->tx_nq)) {
 		/* Carrier just went off: the stack would drop it too. */
-		ntr_count(&net->txc, &net->txc.dropped, 1);
+		ntr_count(&q->txc, &q->txc.dropped, 1);
 		dev_kfree_skb_any(skb);
 		return NETDEV_TX_OK;
 	}
 	n = ntr_skb_sges(skb, sg);
 
 	/* BQL counts it first: with the CPU, send_done runs inside send. */
-	kick = __netdev_sent_queue(dev, len, netdev_xmit_more());
-	rc = ntrdma_tqp_send(net->qp, sg, n, len, ntr_skb_meta(skb), skb,
-			     !kick);
+	kick = __netdev_tx_sent_queue(txq, len, netdev_xmit_more());
+	rc = ntrdma_tqp_send(q->qp, sg, n, len, ntr_skb_meta(skb), skb, !kick);
 	if (!rc)
 		return NETDEV_TX_OK;
 
-	spin_lock_irqsave(&net->bql_lock, flags);
-	netdev_completed_queue(dev, 1, len);
-	spin_unlock_irqrestore(&net->bql_lock, flags);
+	spin_lock_irqsave(&q->bql_lock, flags);
+	netdev_tx_completed_queue(txq, 1, len);
+	spin_unlock_irqrestore(&q->bql_lock, flags);
 	if (rc == -ENOSPC) {
 		/* No buffer posted; TXWAKE was requested (send re-checked). */
-		netif_stop_queue(dev);
-		ntr_count(&net->txc, &net->txc.busy, 1);
-		ntrdma_tqp_send_flush(net->qp);
+		netif_tx_stop_queue(txq);
+		ntr_count(&q->txc, &q->txc.busy, 1);
+		ntrdma_tqp_send_flush(q->qp);
 		smp_mb(); /* stopped before re-checking for a racing post */
-		if (ntrdma_tqp_send_ready(net->qp))
-			netif_start_queue(dev);
+		if (ntrdma_tqp_send_ready(q->qp))
+			netif_tx_start_queue(txq);
 		return NETDEV_TX_BUSY;
 	}
 	/* Never written outside what the peer posted. */
-	ntr_count(&net->txc, &net->txc.errors, 1);
+	ntr_count(&q->txc, &q->txc.errors, 1);
 	if (rc == -EPROTO)
-		ntr_count(&net->txc, &net->txc.proto_errors, 1);
+		ntr_count(&q->txc, &q->txc.proto_errors, 1);
 	else if (rc == -EMSGSIZE)
 		net_warn_ratelimited("%s: %u-byte frame larger than the peer's buffers: dropped\n",
 				     dev->name, len);
 	dev_kfree_skb_any(skb);
-	ntrdma_tqp_send_flush(net->qp);
+	ntrdma_tqp_send_flush(q->qp);
 	return NETDEV_TX_OK;
 }
 
 /* ---- datapath: one per link session (rtnl held) ---- */
 
+/* Session over, NAPI off: frames the peer completed that NAPI did not take
+ * are counted as dropped (the buffers themselves go to quarantine).
+ */
+static void ntr_drain_rx(struct ntr_queue *q)
+{
+	struct ntrdma_tqp_rcomp c;
+	u32 n = 0;
+
+	while (ntrdma_tqp_poll_recv(q->qp, &c, q->net->rx_buf_len) > 0)
+		n++;
+	if (n)
+		ntr_count(&q->rxc, &q->rxc.dropped_down, n);
+}
+
 static void ntr_session_start(struct ntrdma_net *net)
 {
+	struct ntr_queue *q;
+	int i;
+
 	if (net->active || !ntrdma_link_is_up(net->ndev))
 		return;
-	/* The peer accepted this session: it left the previous one. */
-	ntr_free_quarantine(net);
-	ntrdma_tqp_start(net->qp);
-	netdev_reset_queue(net->netdev);
+	for (i = 0; i < net->nq; i++) {
+		q = &net->q[i];
+		/* The peer accepted this session: it left the previous one. */
+		ntr_free_quarantine(q);
+		ntrdma_tqp_start(q->qp);
+		netdev_tx_reset_queue(netdev_get_tx_queue(net->netdev, i));
+	}
 	WRITE_ONCE(net->active, true);
-	ntr_refill(net, GFP_KERNEL);
-	napi_enable(&net->napi);
+	for (i = 0; i < net->nq; i++) {
+		ntr_refill(&net->q[i], GFP_KERNEL);
+		napi_enable(&net->q[i].napi);
+	}
 	ntr_publish_open(net);
 	ntr_update_carrier(net);
-	napi_schedule(&net->napi);
+	for (i = 0; i < net->nq; i++)
+		napi_schedule(&net->q[i].napi);
 }
 
 static void ntr_session_stop(struct ntrdma_net *net)
 {
+	int i;
+
 	if (!net->active)
 		return;
 	WRITE_ONCE(net->active, false);
+	WRITE_ONCE(net->tx_nq, 0);
 	netif_carrier_off(net->netdev);
 	netif_tx_disable(net->netdev);
-	napi_disable(&net->napi);
-	/* Sends in flight complete (-ENOLINK) before this returns. */
-	ntrdma_tqp_stop(net->qp);
-	ntr_quarantine_rx(net);
+	for (i = 0; i < net->nq; i++) {
+		napi_disable(&net->q[i].napi);
+		ntr_drain_rx(&net->q[i]);
+		/* Sends in flight complete (-ENOLINK) before this returns. */
+		ntrdma_tqp_stop(net->q[i].qp);
+		ntr_quarantine_rx(&net->q[i]);
+	}
 }
 
 void ntrdma_net_link_up(struct ntrdma_dev *ndev)
@@ -500,15 +586,44 @@ static void ntr_read(struct ntr_counters *c, struct ntr_counters *out)
 	} while (u64_stats_fetch_retry(&c->syncp, start));
 }
 
+/* The counter sets of all queues, added up. */
+static void ntr_sum(struct ntrdma_net *net, struct ntr_counters *r,
+		    struct ntr_counters *t, struct ntr_counters *d)
+{
+	struct ntr_counters one;
+	int i, k;
+	struct {
+		size_t off;
+		struct ntr_counters *sum;
+	} sets[] = {
+		{ offsetof(struct ntr_queue, rxc), r },
+		{ offsetof(struct ntr_queue, txc), t },
+		{ offsetof(struct ntr_queue, donec), d },
+	};
+
+	for (k = 0; k < ARRAY_SIZE(sets); k++) {
+		memset(sets[k].sum, 0, sizeof(*sets[k].sum));
+		for (i = 0; i < net->nq; i++) {
+			ntr_read((void *)((u8 *)&net->q[i] + sets[k].off), &one);
+			sets[k].sum->packets += one.packets;
+			sets[k].sum->bytes += one.bytes;
+			sets[k].sum->dropped += one.dropped;
+			sets[k].sum->errors += one.errors;
+			sets[k].sum->busy += one.busy;
+			sets[k].sum->refill_fail += one.refill_fail;
+			sets[k].sum->proto_errors += one.proto_errors;
+			sets[k].sum->dropped_down += one.dropped_down;
+		}
+	}
+}
+
 static void ntr_get_stats64(struct net_device *dev,
 			    struct rtnl_link_stats64 *s)
 {
 	struct ntrdma_net *net = netdev_priv(dev);
 	struct ntr_counters r, t, d;
 
-	ntr_read(&net->rxc, &r);
-	ntr_read(&net->txc, &t);
-	ntr_read(&net->donec, &d);
+	ntr_sum(net, &r, &t, &d);
 	s->rx_packets = r.packets;
 	s->rx_bytes = r.bytes;
 	s->rx_dropped = r.dropped + r.dropped_down;
@@ -523,6 +638,7 @@ static const struct net_device_ops ntr_netdev_ops = {
 	.ndo_open		= ntr_open,
 	.ndo_stop		= ntr_close,
 	.ndo_start_xmit		= ntr_start_xmit,
+	.ndo_select_queue	= ntr_select_queue,
 	.ndo_get_stats64	= ntr_get_stats64,
 	.ndo_validate_addr	= eth_validate_addr,
 	.ndo_set_mac_address	= eth_mac_addr,
@@ -564,10 +680,14 @@ static void ntr_get_ethtool_stats(struct net_device *dev,
 {
 	struct ntrdma_net *net = netdev_priv(dev);
 	struct ntr_counters r, t, d;
+	u64 wakes = 0, doorbells = 0;
+	int i;
 
-	ntr_read(&net->rxc, &r);
-	ntr_read(&net->txc, &t);
-	ntr_read(&net->donec, &d);
+	ntr_sum(net, &r, &t, &d);
+	for (i = 0; i < net->nq; i++) {
+		wakes += atomic64_read(&net->q[i].tx_wakes);
+		doorbells += ntrdma_tqp_doorbells(net->q[i].qp);
+	}
 	*data++ = r.packets;
 	*data++ = r.bytes;
 	*data++ = r.dropped;
@@ -583,16 +703,18 @@ static void ntr_get_ethtool_stats(struct net_device *dev,
 	*data++ = t.errors;
 	*data++ = t.busy;
 	*data++ = t.proto_errors;
-	*data++ = atomic64_read(&net->tx_wakes);
-	*data++ = ntrdma_tqp_doorbells(net->qp);
+	*data++ = wakes;
+	*data++ = doorbells;
 	*data++ = net->ndev->dma_chan ? 1 : 0;
 }
 
 static void ntr_get_channels(struct net_device *dev,
 			     struct ethtool_channels *ch)
 {
-	ch->max_combined = 1;
-	ch->combined_count = 1;
+	struct ntrdma_net *net = netdev_priv(dev);
+
+	ch->max_combined = net->nq;
+	ch->combined_count = net->nq;
 }
 
 static const struct ethtool_ops ntr_ethtool_ops = {
@@ -633,26 +755,65 @@ static const struct ntrdma_tqp_ops ntr_tqp_ops = {
 	.send_done	= ntr_tqp_send_done,
 };
 
+static void ntr_queues_fini(struct ntrdma_net *net, int n)
+{
+	while (n--) {
+		ntrdma_tqp_destroy(net->q[n].qp);
+		netif_napi_del(&net->q[n].napi);
+	}
+}
+
+static int ntr_queues_init(struct ntrdma_net *net)
+{
+	struct ntr_queue *q;
+	int i, rc;
+
+	for (i = 0; i < net->nq; i++) {
+		q = &net->q[i];
+		q->net = net;
+		q->idx = i;
+		spin_lock_init(&q->bql_lock);
+		u64_stats_init(&q->rxc.syncp);
+		u64_stats_init(&q->txc.syncp);
+		u64_stats_init(&q->donec.syncp);
+		atomic64_set(&q->tx_wakes, 0);
+		netif_napi_add_weight(net->netdev, &q->napi, ntr_poll,
+				      NTR_NAPI_WEIGHT);
+		q->qp = ntrdma_tqp_create(net->ndev, NTRDMA_TQP_NET + i,
+					  &ntr_tqp_ops, q);
+		if (IS_ERR(q->qp)) {
+			rc = PTR_ERR(q->qp);
+			netif_napi_del(&q->napi);
+			ntr_queues_fini(net, i);
+			return rc;
+		}
+	}
+	return 0;
+}
+
 int ntrdma_net_add(struct ntrdma_dev *ndev)
 {
+	int nq = clamp_t(int, net_queues, 1, NTR_MAX_QUEUES);
 	struct net_device *dev;
 	struct ntrdma_net *net;
 	int rc;
 
-	dev = alloc_netdev(sizeof(*net), "ntr%d", NET_NAME_ENUM, ether_setup);
+	dev = alloc_netdev_mqs(sizeof(*net), "ntr%d", NET_NAME_ENUM,
+			       ether_setup, nq, nq);
 	if (!dev)
 		return -ENOMEM;
 	net = netdev_priv(dev);
 	net->ndev = ndev;
 	net->netdev = dev;
+	net->nq = nq;
 	net->rx_buf_len = NTR_MAX_FRAME;
 	net->rx_alloc_len = SKB_DATA_ALIGN(NTR_HEADROOM + net->rx_buf_len) +
 			    SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
-	spin_lock_init(&net->bql_lock);
-	u64_stats_init(&net->rxc.syncp);
-	u64_stats_init(&net->txc.syncp);
-	u64_stats_init(&net->donec.syncp);
-	atomic64_set(&net->tx_wakes, 0);
+	net->q = kvcalloc(nq, sizeof(*net->q), GFP_KERNEL);
+	if (!net->q) {
+		rc = -ENOMEM;
+		goto err_free;
+	}
 
 	SET_NETDEV_DEV(dev, &ndev->ntb->dev);
 	dev->netdev_ops = &ntr_netdev_ops;
@@ -665,25 +826,23 @@ int ntrdma_net_add(struct ntrdma_dev *ndev)
 	dev->features = dev->hw_features;
 	dev->priv_flags |= IFF_LIVE_ADDR_CHANGE;
 	ntr_set_mac(net);
-	netif_napi_add_weight(dev, &net->napi, ntr_poll, NTR_NAPI_WEIGHT);
 	netif_carrier_off(dev);
 
-	net->qp = ntrdma_tqp_create(ndev, NTRDMA_TQP_NET, &ntr_tqp_ops, net);
-	if (IS_ERR(net->qp)) {
-		rc = PTR_ERR(net->qp);
-		goto err_napi;
-	}
+	rc = ntr_queues_init(net);
+	if (rc)
+		goto err_q;
 	ndev->net = net;
 	rc = register_netdev(dev);
 	if (rc)
-		goto err_qp;
+		goto err_queues;
 	return 0;
 
-err_qp:
+err_queues:
 	ndev->net = NULL;
-	ntrdma_tqp_destroy(net->qp);
-err_napi:
-	netif_napi_del(&net->napi);
+	ntr_queues_fini(net, nq);
+err_q:
+	kvfree(net->q);
+err_free:
 	free_netdev(dev);
 	return rc;
 }
@@ -694,15 +853,18 @@ err_napi:
 void ntrdma_net_del(struct ntrdma_dev *ndev, bool free_posted)
 {
 	struct ntrdma_net *net = ndev->net;
+	int i;
 
 	if (!net)
 		return;
 	unregister_netdev(net->netdev);
-	ntrdma_tqp_destroy(net->qp);
 	ndev->net = NULL;
-	ntr_quarantine_rx(net);
-	if (free_posted)
-		ntr_free_quarantine(net);
-	netif_napi_del(&net->napi);
+	for (i = 0; i < net->nq; i++) {
+		ntr_quarantine_rx(&net->q[i]);
+		if (free_posted)
+			ntr_free_quarantine(&net->q[i]);
+	}
+	ntr_queues_fini(net, net->nq);
+	kvfree(net->q);
 	free_netdev(net->netdev);
 }

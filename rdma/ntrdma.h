@@ -246,8 +246,8 @@ void ntrdma_tqp_destroy(struct ntrdma_tqp *qp);
 void ntrdma_tqp_start(struct ntrdma_tqp *qp);
 void ntrdma_tqp_stop(struct ntrdma_tqp *qp);
 bool ntrdma_tqp_active(struct ntrdma_tqp *qp);
-void ntrdma_tqp_set_open(struct ntrdma_tqp *qp, bool open);
-bool ntrdma_tqp_peer_open(struct ntrdma_tqp *qp);
+void ntrdma_tqp_set_state(struct ntrdma_tqp *qp, u32 state);
+u32 ntrdma_tqp_peer_state(struct ntrdma_tqp *qp);
 int ntrdma_tqp_post_recv(struct ntrdma_tqp *qp, dma_addr_t addr, u32 len,
 			 u32 *pos);
 u32 ntrdma_tqp_recv_room(struct ntrdma_tqp *qp);

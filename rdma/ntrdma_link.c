@@ -23,10 +23,10 @@ unsigned int ntrdma_heartbeat_ms = 100;
 module_param_named(heartbeat_ms, ntrdma_heartbeat_ms, uint, 0444);
 MODULE_PARM_DESC(heartbeat_ms, "Heartbeat period in ms (default 100)");
 
-unsigned int ntrdma_heartbeat_timeout_ms = 500;
+unsigned int ntrdma_heartbeat_timeout_ms = 1000;
 module_param_named(heartbeat_timeout, ntrdma_heartbeat_timeout_ms, uint, 0444);
 MODULE_PARM_DESC(heartbeat_timeout,
-		 "Link down after the peer's heartbeat stalls this long, in ms (default 500)");
+		 "Link down after the peer's heartbeat stalls this long, in ms (default 1000)");
 
 static unsigned long ntrdma_hb_period(void)
 {
@@ -330,6 +330,15 @@ bool ntrdma_link_stop(struct ntrdma_dev *ndev)
 	mutex_lock(&ndev->link_lock);
 	ndev->stopping = true;
 	epoch = ndev->epoch;
+	/*
+	 * Withdraw first, so the peer drops at once; it may still receive
+	 * writes from our faces until they stop below, into memory it keeps.
+	 */
+	if (ndev->hw_up) {
+		ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_MAGIC, 0);
+		ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_EPOCH, 0);
+		ntrdma_ring_ctrl(ndev);
+	}
 	if (ndev->state == NTRDMA_LINK_UP) {
 		WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
 		del_timer_sync(&ndev->hb_timer);
@@ -338,11 +347,6 @@ bool ntrdma_link_stop(struct ntrdma_dev *ndev)
 			 ndev->name);
 		ntrdma_net_link_down(ndev);
 		ntrdma_cmd_stop(ndev);
-	}
-	if (ndev->hw_up) {
-		ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_MAGIC, 0);
-		ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_EPOCH, 0);
-		ntrdma_ring_ctrl(ndev);
 	}
 	ndev->pinbox = NULL;
 	mutex_unlock(&ndev->link_lock);

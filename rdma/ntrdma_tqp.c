@@ -235,19 +235,21 @@ bool ntrdma_tqp_active(struct ntrdma_tqp *qp)
 
 /* ---- the peer's end ---- */
 
-void ntrdma_tqp_set_open(struct ntrdma_tqp *qp, bool open)
+/* Our end's state word in the peer's region (0: closed); user-defined. */
+void ntrdma_tqp_set_state(struct ntrdma_tqp *qp, u32 state)
 {
 	struct ntrdma_wire_tqp __iomem *pt = tqp_peer(qp);
 
 	if (!READ_ONCE(qp->active) || !pt)
 		return;
-	iowrite32(open ? 1 : 0, &pt->peer_open);
+	iowrite32(state, &pt->peer_state);
 	ntrdma_vdb_ring(qp->ndev, NTRDMA_VDB_TQP(qp->id, NTRDMA_TQP_VDB_STATE));
 }
 
-bool ntrdma_tqp_peer_open(struct ntrdma_tqp *qp)
+/* The peer's state word (unchecked: the user bounds it); 0 without session. */
+u32 ntrdma_tqp_peer_state(struct ntrdma_tqp *qp)
 {
-	return READ_ONCE(qp->active) && READ_ONCE(tqp_own(qp)->peer_open) == 1;
+	return READ_ONCE(qp->active) ? READ_ONCE(tqp_own(qp)->peer_state) : 0;
 }
 
 /* ---- receive ---- */

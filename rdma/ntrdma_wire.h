@@ -39,9 +39,10 @@ enum ntrdma_spad {
  * (cqe) into the receiver's inbox, then the completion producer index, then
  * rings the receiver's doorbell. Ring sizes are powers of two.
  */
-#define NTRDMA_TQP_COUNT	4
+#define NTRDMA_TQP_COUNT	8
 #define NTRDMA_TQP_RING		256u
-#define NTRDMA_TQP_NET		0	/* the Ethernet face's queue pair */
+#define NTRDMA_TQP_NET		0	/* the Ethernet face's first queue pair */
+#define NTRDMA_NET_QUEUES_MAX	4	/* TQPs NET .. NET + 3 */
 
 /* Virtual doorbell numbers: the command channel, then three per TQP. */
 #define NTRDMA_VDB_CMD		0	/* requests or responses arrived */
@@ -71,7 +72,7 @@ struct ntrdma_wire_cqe {
 /* One TQP's part of an inbox (all of it written by the peer). */
 struct ntrdma_wire_tqp {
 	u32 post_prod;		/* rxd: buffers the peer posted for us */
-	u32 peer_open;		/* 1: the peer's end is open, send to it */
+	u32 peer_state;		/* the peer's end: 0 closed, else user-defined */
 	u32 rx_event;		/* ring RX when our cq_prod passes this */
 	u32 tx_event;		/* ring TXWAKE when our post_prod passes this */
 	u32 cq_prod;		/* cqe: completions of the buffers we posted */
