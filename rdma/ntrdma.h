@@ -182,6 +182,7 @@ struct ntrdma_dev {
 	u32 hb_seq;			/* our heartbeat counter */
 	u32 hb_seen;			/* last peer heartbeat seen */
 	unsigned long hb_seen_at;	/* jiffies */
+	unsigned int hb_misses;		/* checks in a row without a beat */
 	struct delayed_work link_work;
 	struct timer_list hb_timer;
 	struct workqueue_struct *wq;

@@ -132,6 +132,7 @@ static void ntrdma_go_up(struct ntrdma_dev *ndev)
 {
 	ndev->hb_seen = READ_ONCE(ndev->inbox->hb_seq);
 	ndev->hb_seen_at = jiffies;
+	ndev->hb_misses = 0;
 	ntrdma_vdb_reset(ndev);
 	WRITE_ONCE(ndev->state, NTRDMA_LINK_UP);
 	ntrdma_hb_send(ndev);
@@ -257,11 +258,18 @@ static void ntrdma_link_work(struct work_struct *work)
 		ntrdma_go_down(ndev, "peer restarted");
 		goto resched;
 	}
+	/*
+	 * Lost: no beat for heartbeat_timeout, seen by enough checks to span
+	 * it (a check that itself ran late, after our CPU stalled, sees a long
+	 * gap once; that alone is not the peer's silence).
+	 */
 	v = READ_ONCE(ndev->inbox->hb_seq);
 	if (v != ndev->hb_seen) {
 		ndev->hb_seen = v;
 		ndev->hb_seen_at = jiffies;
-	} else if (time_after(jiffies, ndev->hb_seen_at + ntrdma_hb_timeout())) {
+		ndev->hb_misses = 0;
+	} else if (++ndev->hb_misses >= ntrdma_hb_timeout() / ntrdma_hb_period() &&
+		   time_after(jiffies, ndev->hb_seen_at + ntrdma_hb_timeout())) {
 		atomic64_inc(&ndev->stats.hb_timeouts);
 		ntrdma_go_down(ndev, "peer heartbeat lost");
 		goto resched;
