@@ -241,7 +241,9 @@ std::string markdown(const Report& r, std::string_view link_metric) {
             if (row.topo != t) continue;
             o << "| " << md_escape(row.metric) << " | " << md_escape(row.system) << " | ";
             if (!row.n) {
-                o << "n/a (" << md_escape(row.reason) << ") | 0 | | | |\n";
+                std::string why =
+                    row.reason.size() > 120 ? row.reason.substr(0, 117) + "..." : row.reason;
+                o << "n/a (" << md_escape(why) << ") | 0 | | | |\n";
                 continue;
             }
             o << fmt_value(row.med) << " [" << fmt_value(row.lo) << "-" << fmt_value(row.hi) << "] "
@@ -324,7 +326,7 @@ Chart chart(const Report& r, std::string_view png_path) {
     s << "set datafile missing '?'\nset style data histograms\n"
          "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.8 border -1\n"
          "set boxwidth 0.9\nset xtics rotate by -30 left\nset grid ytics\n"
-         "set key top right\nset bars 0.5\n";
+         "set key top right\nset bars 0.5\nset termoption noenhanced\n";
     s << "set multiplot layout " << std::max(nrows, 1) << ",2\n";
     for (const auto& t : r.topos) {
         for (const auto& p : panels) {
@@ -365,7 +367,8 @@ Chart chart(const Report& r, std::string_view png_path) {
             c.data[fname] = d.str();
             s << "set title '" << t << ": " << p.title << "'\n";
             s << "set ylabel '" << p.ylabel << "'\n";
-            s << (p.log ? "set logscale y\n" : "unset logscale y\n");
+            s << (p.log ? "set logscale y\nset yrange [*:*]\n"
+                        : "unset logscale y\nset yrange [0:*]\n");
             if (metrics.empty()) {
                 s << "set yrange [0:1]\nset label 1 'no data' at graph 0.5,0.5 center\n"
                      "plot NaN notitle\nunset label 1\nset autoscale y\n";
@@ -376,7 +379,9 @@ Chart chart(const Report& r, std::string_view png_path) {
                 s << (i ? ", " : "") << "'" << fname << "' using " << 2 + 3 * i << ":" << 3 + 3 * i
                   << ":" << 4 + 3 * i;
                 if (i == 0) s << ":xtic(1)";
-                s << " title '" << systems[i] << "'";
+                // one colour per system in every panel
+                auto it = std::find(r.systems.begin(), r.systems.end(), systems[i]);
+                s << " lt " << 1 + (it - r.systems.begin()) << " title '" << systems[i] << "'";
             }
             s << "\n";
         }
