@@ -10,7 +10,9 @@
 # the reason. Guest CPU seconds are busy time from /proc/stat (user, nice,
 # system, irq, softirq, steal) of every guest, taken around the client run.
 #
-# Environment: BENCH_REPEATS (3), BENCH_SECS (5: seconds per throughput run),
+# Every tool's raw output is kept in $NTRDMA_OUT/raw/.
+#
+# Environment: BENCH_REPEATS (3), BENCH_SECS (3: seconds per throughput run),
 # BENCH_LAT_ITERS (2000: iterations per perftest latency run), BENCH_LINK (1:
 # measure ntb_perf), BENCH_ETH ("ntb_netdev ntr0 veth"), BENCH_ETH_TESTS
 # ("tcp1 tcp4 udp64"), BENCH_RDMA ("ntrdma rxe siw"), BENCH_RDMA_TESTS (see
@@ -20,7 +22,7 @@ cd "$(dirname "$0")/.." || exit 1
 . selftests/lib/env.sh
 
 REPEATS=${BENCH_REPEATS:-3}
-SECS=${BENCH_SECS:-5}
+SECS=${BENCH_SECS:-3}
 LAT_ITERS=${BENCH_LAT_ITERS:-2000}
 LINK=${BENCH_LINK:-1}
 ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 veth"}
@@ -68,10 +70,16 @@ cpu_now() {
 # that start servers do so before calling cpu_mark.
 CPU0=
 cpu_mark() { CPU0=$(cpu_now); }
+RAW_TAG=raw
+save_raw() { # SUFFIX TEXT
+	mkdir -p "$NTRDMA_OUT/raw"
+	printf '%s\n' "$2" >"$NTRDMA_OUT/raw/$RAW_TAG$1.txt"
+}
 measure() {
 	local sys=$1 metric=$2 unit=$3 round=$4 c1 cpu
 	shift 4
 	VAL= BYTES=0 NOTE= CPU0=
+	RAW_TAG="r$round-$sys-${metric//[^A-Za-z0-9_]/_}"
 	if "$@" && [ -n "$VAL" ]; then
 		c1=$(cpu_now)
 		cpu=$(awk -v a="${CPU0:-$c1}" -v b="$c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
@@ -122,6 +130,7 @@ ntb_perf_run() {
 		sleep 0.2
 		cpu_mark
 	done
+	save_raw "" "${out:-}"
 	modprobe -r ntb_perf
 	if is_pair; then peer "modprobe -r ntb_perf"; fi
 	# "0: copied 134217728 bytes in 1090000 usecs, 123 MBytes/s"
@@ -243,14 +252,15 @@ iperf_run() {
 	cpu_mark
 	out=$($A "timeout $((SECS + 30)) iperf3 -J -c $B_IP -p $port -t $SECS $args" 2>&1)
 	if [ "$test" = udp64 ]; then
-		# received packets per second (client's view of the server's count)
-		read -r VAL BYTES < <(jq -r '.end.sum | [((.packets - .lost_packets) / .seconds / 1000 * 100 | floor) / 100,
-			(.packets - .lost_packets) * 64] | @tsv' <<<"$out" 2>/dev/null)
+		# datagrams the server received per second
+		read -r VAL BYTES < <(jq -r '.end.sum_received | [(.bytes / 64 / .seconds / 1000 * 100 | floor) / 100,
+			.bytes] | @tsv' <<<"$out" 2>/dev/null)
 	else
 		read -r VAL BYTES < <(jq -r '.end.sum_received | [(.bits_per_second / 1e9 * 1000 | floor) / 1000,
 			.bytes] | @tsv' <<<"$out" 2>/dev/null)
 	fi
 	$B "pkill -x iperf3" >/dev/null 2>&1
+	save_raw "" "$out"
 	if [ -z "${VAL:-}" ] || [ "$VAL" = null ]; then
 		NOTE="iperf3: $(jq -r '.error // empty' <<<"$out" 2>/dev/null | head -c 200)"
 		[ "$NOTE" = "iperf3: " ] && NOTE="iperf3: $(head -c 200 <<<"$out")"
@@ -295,14 +305,22 @@ rdma_up() {
 	SETUP_NOTE= CM= SRV="sh -c" CLI="sh -c" DST=127.0.0.1
 	case $sys in
 	rxe)
+		# perftest without rdma_cm (GIDs over its TCP exchange) to
+		# 127.0.0.1: rdma_cm cannot resolve a route over rxe on lo.
 		modprobe rdma_rxe && rdma link add rxe0 type rxe netdev lo ||
 			{ SETUP_NOTE="rdma link add rxe0 type rxe netdev lo failed"; return 1; }
 		SDEV=rxe0 CDEV=rxe0
 		;;
 	siw)
-		modprobe siw && rdma link add siw0 type siw netdev lo ||
-			{ SETUP_NOTE="rdma link add siw0 type siw netdev lo failed"; return 1; }
-		SDEV=siw0 CDEV=siw0 CM=-R
+		# iWARP connects through rdma_cm, which rejects siw on lo (lo's
+		# all-zero MAC makes a zero GID): siw sits on a dummy netdev
+		# holding a local address, so its TCP traffic still takes the
+		# loopback path.
+		ip link add bsiw type dummy 2>/dev/null
+		ip addr replace 10.79.9.1/32 dev bsiw && ip link set bsiw up &&
+			modprobe siw && rdma link add siw0 type siw netdev bsiw ||
+			{ SETUP_NOTE="rdma link add siw0 type siw netdev bsiw (dummy) failed"; return 1; }
+		SDEV=siw0 CDEV=siw0 CM=-R DST=10.79.9.1
 		;;
 	ntrdma)
 		# The verbs face (not written yet when this harness was): one ib
@@ -338,7 +356,7 @@ rdma_down() {
 	$SRV "pkill -x qperf; pkill -f '^ib_(write|read|send)_'" >/dev/null 2>&1
 	case $sys in
 	rxe) rdma link delete rxe0 ;;
-	siw) rdma link delete siw0 ;;
+	siw) rdma link delete siw0; ip link del bsiw ;;
 	ntrdma) eth_down ntr0 ;;
 	esac
 	return 0
@@ -353,13 +371,15 @@ perftest_run() {
 	cpu_mark
 	out=$($CLI "timeout $((SECS + 60)) ib_$test -d $CDEV $CM -p $port -s $size $mode $DST" 2>&1)
 	sleep 0.5
+	save_raw "" "$out"
+	save_raw .server "$($SRV "cat $srvlog")"
 	$SRV "pkill -f '^ib_$test' ; rm -f $srvlog" >/dev/null 2>&1
 	# the result line follows the " #bytes ..." header
 	hdr=$(grep -m1 '^ *#bytes' <<<"$out")
 	line=$(grep -A1 -m1 '^ *#bytes' <<<"$out" | tail -n 1)
 	if [ -z "$hdr" ] || ! [[ $line =~ ^\ *[0-9] ]]; then
-		NOTE="ib_$test: $(grep -iE 'not supported|unsupported|error|fail|unable|couldn' <<<"$out" |
-			head -3 | xargs | head -c 200)"
+		NOTE="ib_$test: $(grep -iE 'not supported|unsupported|error|fail|unable|couldn|invalid' <<<"$out" |
+			head -2 | xargs | head -c 200)"
 		[ "$NOTE" = "ib_$test: " ] && NOTE="ib_$test: no result: $(tail -n 2 <<<"$out" | xargs | head -c 200)"
 		return 1
 	fi
@@ -387,6 +407,7 @@ qperf_run() {
 	sleep 1
 	cpu_mark
 	out=$($CLI "timeout $((SECS + 60)) qperf $cm --id $CDEV:1 -t $SECS $DST $test" 2>&1)
+	save_raw "" "$out"
 	read -r v u < <(awk '$1 == "bw" || $1 == "latency" { print $3, $4; exit }' <<<"$out")
 	if [ -z "${v:-}" ]; then
 		NOTE="qperf $test: $(head -3 <<<"$out" | xargs | head -c 200)"
