@@ -195,12 +195,12 @@ eth_up() {
 		modprobe "$drv" || { SETUP_NOTE="modprobe $drv failed"; return 1; }
 		if is_pair; then
 			peer "modprobe $drv" || { SETUP_NOTE="modprobe $drv on b failed"; return 1; }
-			for _ in $(seq 50); do
-				[ -n "$(ifaces_by_driver "$drv")" ] && break
-				sleep 0.2
+			for _ in $(seq 30); do
+				IFA=$(ifaces_by_driver "$drv" | head -1)
+				IFB=$(peer_iface_by_driver "$drv")
+				[ -n "$IFA" ] && [ -n "$IFB" ] && break
+				sleep 0.3
 			done
-			IFA=$(ifaces_by_driver "$drv" | head -1)
-			IFB=$(peer_iface_by_driver "$drv")
 			A="sh -c"
 			B="peer"
 		else
