@@ -12,8 +12,8 @@
 #
 # Every tool's raw output is kept in $NTRDMA_OUT/raw/.
 #
-# Environment: BENCH_REPEATS (3), BENCH_SECS (3: seconds per throughput run),
-# BENCH_LAT_ITERS (2000: iterations per perftest latency run), BENCH_LINK (1:
+# Environment: BENCH_REPEATS (3), BENCH_SECS (2: seconds per throughput run),
+# BENCH_LAT_ITERS (1000: iterations per perftest latency run), BENCH_LINK (1:
 # measure ntb_perf), BENCH_ETH ("ntb_netdev ntr0 veth"), BENCH_ETH_TESTS
 # ("tcp1 tcp4 udp64"), BENCH_RDMA ("ntrdma rxe siw"), BENCH_RDMA_TESTS (see
 # below).
@@ -22,8 +22,8 @@ cd "$(dirname "$0")/.." || exit 1
 . selftests/lib/env.sh
 
 REPEATS=${BENCH_REPEATS:-3}
-SECS=${BENCH_SECS:-3}
-LAT_ITERS=${BENCH_LAT_ITERS:-2000}
+SECS=${BENCH_SECS:-2}
+LAT_ITERS=${BENCH_LAT_ITERS:-1000}
 LINK=${BENCH_LINK:-1}
 ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 veth"}
 ETH_TESTS=${BENCH_ETH_TESTS:-"tcp1 tcp4 udp64"}
@@ -247,10 +247,13 @@ iperf_run() {
 	tcp4) args="-P 4" ;;
 	udp64) args="-u -l 64 -b 0" ;;
 	esac
+	local rcvbuf="awk '/^Udp: [0-9]/ { print \$6 }' /proc/net/snmp" e0 e1
 	$B "iperf3 -s -1 -D -p $port >/dev/null 2>&1"
 	sleep 1
+	e0=$($B "$rcvbuf")
 	cpu_mark
 	out=$($A "timeout $((SECS + 30)) iperf3 -J -c $B_IP -p $port -t $SECS $args" 2>&1)
+	e1=$($B "$rcvbuf")
 	if [ "$test" = udp64 ]; then
 		# datagrams the server received per second
 		read -r VAL BYTES < <(jq -r '.end.sum_received | [(.bytes / 64 / .seconds / 1000 * 100 | floor) / 100,
@@ -268,6 +271,9 @@ iperf_run() {
 		return 1
 	fi
 	NOTE=$ETH_NOTE
+	if [ "$test" = udp64 ]; then
+		NOTE+=", sent $(jq -r '.end.sum_sent.packets' <<<"$out") datagrams, receiver socket-buffer drops $((${e1:-0} - ${e0:-0}))"
+	fi
 	return 0
 }
 

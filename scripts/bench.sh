@@ -10,8 +10,8 @@
 # Usage: scripts/bench.sh [--smoke] [--topo "loop pair"] [--out DIR]
 #   --smoke  one topology (loop), one short round of a few rows; fails when a
 #            row that must exist has no result (make check runs this).
-# Environment: BENCH_REPEATS (3), BENCH_SECS (5), BENCH_LAT_ITERS (2000),
-# BENCH_TOPOS ("loop pair"), BENCH_OUT (build/bench), BENCH_TIMEOUT (1500 s
+# Environment: BENCH_REPEATS (3), BENCH_SECS (2), BENCH_LAT_ITERS (1000),
+# BENCH_TOPOS ("loop pair"), BENCH_OUT (build/bench), BENCH_TIMEOUT (2400 s
 # per topology), and the selections of scripts/bench-guest.sh (BENCH_ETH,
 # BENCH_ETH_TESTS, BENCH_RDMA, BENCH_RDMA_TESTS, BENCH_LINK).
 set -euo pipefail
@@ -21,7 +21,7 @@ REPORT=$ROOT/build/user/scripts/bench_report/ntrdma-bench-report
 SMOKE=0
 TOPOS=${BENCH_TOPOS:-loop pair}
 OUT=${BENCH_OUT:-}
-TIMEOUT=${BENCH_TIMEOUT:-1500}
+TIMEOUT=${BENCH_TIMEOUT:-2400}
 
 while [ $# -gt 0 ]; do
 	case $1 in
