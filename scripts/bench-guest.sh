@@ -338,7 +338,7 @@ rdma_up() {
 		sleep 1
 		devs=$(ls /sys/class/infiniband 2>/dev/null | grep '^ntrdma' | xargs)
 		if [ -z "$devs" ]; then
-			SETUP_NOTE="no ntrdma verbs device (/sys/class/infiniband: $(ls /sys/class/infiniband 2>/dev/null | xargs))"
+			SETUP_NOTE="no ntrdma verbs device (/sys/class/infiniband holds: $(ls /sys/class/infiniband 2>/dev/null | xargs | grep . || echo nothing))"
 			return 1
 		fi
 		eth_up ntr0 || { SETUP_NOTE="ntr0 for the out-of-band exchange: $SETUP_NOTE"; return 1; }
@@ -407,12 +407,12 @@ perftest_run() {
 
 # qperf_run TEST: rc_bw or rc_lat.
 qperf_run() {
-	local test=$1 out v u cm=
-	[ -n "$CM" ] && cm=-cm1
+	local test=$1 out v u cm="--id $CDEV:1"
+	[ -n "$CM" ] && cm=-cm1 # the device follows from the address
 	$SRV "pkill -x qperf; (qperf >/dev/null 2>&1 &)"
 	sleep 1
 	cpu_mark
-	out=$($CLI "timeout $((SECS + 60)) qperf $cm --id $CDEV:1 -t $SECS $DST $test" 2>&1)
+	out=$($CLI "timeout $((SECS + 60)) qperf $cm -t $SECS $DST $test" 2>&1)
 	save_raw "" "$out"
 	read -r v u < <(awk '$1 == "bw" || $1 == "latency" { print $3, $4; exit }' <<<"$out")
 	if [ -z "${v:-}" ]; then

@@ -317,7 +317,7 @@ Chart chart(const Report& r, std::string_view png_path) {
     };
     const Panel panels[] = {
         {"bw", "throughput / link limit", "ratio to ntb_perf (log)", true},
-        {"lat", "latency", "us", false},
+        {"lat", "latency", "us (log)", true},
     };
     std::ostringstream s;
     int nrows = static_cast<int>(r.topos.size());
@@ -326,7 +326,7 @@ Chart chart(const Report& r, std::string_view png_path) {
     s << "set datafile missing '?'\nset style data histograms\n"
          "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.8 border -1\n"
          "set boxwidth 0.9\nset xtics rotate by -30 left\nset grid ytics\n"
-         "set key top right\nset bars 0.5\nset termoption noenhanced\n";
+         "set key outside top center horizontal\nset bars 0.5\nset termoption noenhanced\n";
     s << "set multiplot layout " << std::max(nrows, 1) << ",2\n";
     for (const auto& t : r.topos) {
         for (const auto& p : panels) {
