@@ -370,12 +370,13 @@ rdma_down() {
 
 # perftest_run TEST SIZE: ib_TEST against the server on SRV.
 perftest_run() {
-	local test=$1 size=$2 port=$((PORT++)) srvlog=/tmp/bench-srv.$$ out mode hdr line
+	local test=$1 size=$2 port=$((PORT++)) srvlog=/tmp/bench-srv.$$ out mode hdr line rc
 	if [[ $test == *_lat ]]; then mode="-n $LAT_ITERS"; else mode="-D $SECS"; fi
-	$SRV "timeout $((SECS + 60)) ib_$test -d $SDEV $CM -p $port -s $size $mode >$srvlog 2>&1 &"
+	$SRV "timeout $((SECS + 30)) ib_$test -d $SDEV $CM -p $port -s $size $mode >$srvlog 2>&1 &"
 	sleep 1
 	cpu_mark
-	out=$($CLI "timeout $((SECS + 60)) ib_$test -d $CDEV $CM -p $port -s $size $mode $DST" 2>&1)
+	out=$($CLI "timeout $((SECS + 30)) ib_$test -d $CDEV $CM -p $port -s $size $mode $DST" 2>&1)
+	rc=$?
 	sleep 0.5
 	save_raw "" "$out"
 	save_raw .server "$($SRV "cat $srvlog")"
@@ -383,6 +384,10 @@ perftest_run() {
 	# the result line follows the " #bytes ..." header
 	hdr=$(grep -m1 '^ *#bytes' <<<"$out")
 	line=$(grep -A1 -m1 '^ *#bytes' <<<"$out" | tail -n 1)
+	if [ "$rc" = 124 ]; then
+		NOTE="ib_$test: no result, the client was killed after $((SECS + 30)) s (stalled)"
+		return 1
+	fi
 	if [ -z "$hdr" ] || ! [[ $line =~ ^\ *[0-9] ]]; then
 		NOTE="ib_$test: $(grep -iE 'not supported|unsupported|error|fail|unable|couldn|invalid' <<<"$out" |
 			head -2 | xargs | head -c 200)"
@@ -412,7 +417,7 @@ qperf_run() {
 	$SRV "pkill -x qperf; (qperf >/dev/null 2>&1 &)"
 	sleep 1
 	cpu_mark
-	out=$($CLI "timeout $((SECS + 60)) qperf $cm -t $SECS $DST $test" 2>&1)
+	out=$($CLI "timeout $((SECS + 30)) qperf $cm -t $SECS $DST $test" 2>&1)
 	save_raw "" "$out"
 	read -r v u < <(awk '$1 == "bw" || $1 == "latency" { print $3, $4; exit }' <<<"$out")
 	if [ -z "${v:-}" ]; then
@@ -470,6 +475,9 @@ rdma_round() { # ROUND SYSTEM
 }
 
 # ---- main -----------------------------------------------------------------------------
+# One function, called on the last line: bash has parsed all of it before it
+# starts, so editing this file cannot disturb a run in progress.
+main() {
 install_modules || { log "install_modules failed"; exit 1; }
 wait_for 20 ntb_pair || { log "no NTB pair"; exit 1; }
 mkdir -p "$NTRDMA_OUT"
@@ -488,3 +496,6 @@ for ((round = 1; round <= REPEATS; round++)); do
 done
 clients_down
 log "done in $((SECONDS - t0)) s: $(grep -c . "$SAMPLES") samples in $SAMPLES"
+}
+
+main "$@"
