@@ -78,7 +78,7 @@ save_raw() { # SUFFIX TEXT
 measure() {
 	local sys=$1 metric=$2 unit=$3 round=$4 c1 cpu
 	shift 4
-	VAL= BYTES=0 NOTE= CPU0=
+	VAL='' BYTES=0 NOTE='' CPU0=''
 	RAW_TAG="r$round-$sys-${metric//[^A-Za-z0-9_]/_}"
 	if "$@" && [ -n "$VAL" ]; then
 		c1=$(cpu_now)
@@ -176,7 +176,7 @@ carrier_up() { [ "$($A "cat /sys/class/net/$IFA/carrier" 2>/dev/null)" = 1 ] &&
 
 eth_up() {
 	local sys=$1 drv ifs
-	IFA= IFB= SETUP_NOTE=
+	IFA='' IFB='' SETUP_NOTE=''
 	case $sys in
 	veth)
 		clients_down
@@ -308,7 +308,7 @@ eth_round() { # ROUND SYSTEM
 # (-R when the device needs rdma_cm: iWARP).
 rdma_up() {
 	local sys=$1 devs
-	SETUP_NOTE= CM= SRV="sh -c" CLI="sh -c" DST=127.0.0.1
+	SETUP_NOTE='' CM='' SRV="sh -c" CLI="sh -c" DST=127.0.0.1
 	case $sys in
 	rxe)
 		# perftest without rdma_cm (GIDs over its TCP exchange) to
