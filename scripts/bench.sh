@@ -16,6 +16,9 @@
 # BENCH_ETH_TESTS, BENCH_RDMA, BENCH_RDMA_TESTS, BENCH_LINK).
 set -euo pipefail
 
+# One function, called on the last line: bash parses all of it first, so
+# editing this file cannot disturb a bench in progress.
+main() {
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 REPORT=$ROOT/build/user/scripts/bench_report/ntrdma-bench-report
 SMOKE=0
@@ -83,6 +86,19 @@ for t in $TOPOS; do
 	"$ROOT/scripts/testbed.sh" --topo "$t" --flat 1 --timeout "$TIMEOUT" --out "$d" -- \
 		env "${GUEST_ENV[@]}" scripts/bench-guest.sh >"$d/bench.log" 2>&1 || rc=$?
 	echo "bench: topology $t: test bed exit $rc after $((SECONDS - start)) s" >&2
+	# 120 = the console check matched. A peer tool dying of a general
+	# protection fault in user space (seen: ib_write_bw -R on siw, inside
+	# librdmacm) is logged by the kernel as "traps: ... general protection
+	# fault"; that sample is already n/a, and the kernel is fine.
+	if [ "$rc" = 120 ]; then
+		hits=$(grep -aE '^testbed: [^ :]+\.log:[0-9]+:' "$d/bench.log" || true)
+		kern=$(grep -avE '\] traps: [^ ]+\[[0-9]+\] general protection fault ip:[0-9a-f]+ .* in [^ ]+\[' <<<"$hits" || true)
+		if [ -n "$hits" ] && [ -z "$kern" ] && [ "$(wc -l <<<"$hits")" -lt 40 ]; then
+			echo "bench: topology $t: only user-space faults on the consoles (not a kernel problem):" >&2
+			sed 's/^/  /' <<<"$hits" >&2
+			rc=0
+		fi
+	fi
 	if [ "$rc" != 0 ]; then
 		tail -n 15 "$d/bench.log" | sed 's/^/  /' >&2
 		fail=1
@@ -112,3 +128,6 @@ cat "$OUT/results.md"
 [ -s "$OUT/chart.png" ] || { echo "bench: no chart written" >&2; rep_rc=1; }
 echo "bench: results in $OUT: results.json results.md chart.png" >&2
 [ "$rep_rc" = 0 ] && [ "$fail" = 0 ]
+}
+
+main "$@"
