@@ -20,6 +20,8 @@ set -euo pipefail
 # editing this file cannot disturb a bench in progress.
 main() {
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+REV=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
+START_TIME=$(date -u '+%Y-%m-%d %H:%M UTC')
 REPORT=$ROOT/build/user/scripts/bench_report/ntrdma-bench-report
 SMOKE=0
 TOPOS=${BENCH_TOPOS:-loop pair}
@@ -112,7 +114,7 @@ fi
 
 rep_rc=0
 {
-	echo "NTRDMA benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC'), $(git -C "$ROOT" describe --always --dirty 2>/dev/null),"
+	echo "NTRDMA benchmarks started $START_TIME at $REV, finished $(date -u '+%H:%M UTC');"
 	echo "test bed: QEMU TCG, $(nproc) host cores, topologies: $TOPOS; reproduce: \`make bench\`"
 	echo
 } >"$OUT/header.md"
