@@ -6,6 +6,8 @@
 #   make check      the test suite (unit tests + selftests in both topologies)
 #   make demo       the main job on the emulated default (two hosts)
 #   make lint       checkpatch --strict and sparse on the kernel code
+#   make bench      measurements beside the alternatives, both topologies
+#                   (scripts/bench.sh; results in build/bench/)
 
 ROOT      := $(CURDIR)
 KVER      ?= $(shell $(ROOT)/scripts/kver.sh 2>/dev/null)
@@ -21,7 +23,7 @@ KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
 	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
 
 .PHONY: all deps kernel-ext modules user check unit selftests demo lint \
-	sparse checkpatch clean
+	sparse checkpatch clean bench
 
 all: modules user
 
@@ -46,6 +48,9 @@ unit: user
 
 demo: all
 	@$(ROOT)/scripts/demo.sh
+
+bench: all
+	@$(ROOT)/scripts/bench.sh
 
 sparse: kernel-ext
 	+$(KMAKE) C=2 modules

@@ -101,6 +101,25 @@ for run in ${!runs_var}; do
 done
 done
 
+# make bench's harness, one short round (scripts/bench.sh --smoke): it
+# fails when a row that must exist (ntb_perf, veth, ntr0, rxe) has no result.
+if [ "${CHECK_BENCH:-1}" = 1 ]; then
+	echo "# bench smoke: scripts/bench.sh --smoke"
+	bo=$OUT/bench-smoke
+	BENCH_OUT=$bo "$ROOT/scripts/bench.sh" --smoke > "$OUT/bench-smoke.log" 2>&1
+	rc=$?
+	grep -E '^\| ' "$bo/results.md" 2>/dev/null | sed 's/^/# /'
+	[ $rc -eq 0 ] || sed 's/^/# /' "$OUT/bench-smoke.log" | grep -v '^# |' | tail -20
+	[ $rc -eq 0 ] && result ok "bench smoke: every required row measured" ||
+		result fail "bench smoke: scripts/bench.sh --smoke exit $rc"
+	n=$(grep -c '"round"' "$bo/results.json" 2>/dev/null)
+	[ "${n:-0}" -gt 0 ] &&
+		result ok "bench smoke: results.json has samples" ||
+		result fail "bench smoke: results.json has samples"
+	[ -s "$bo/chart.png" ] && result ok "bench smoke: chart.png written" ||
+		result fail "bench smoke: chart.png written"
+fi
+
 echo "# skipped: $skip"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

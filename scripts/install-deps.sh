@@ -11,7 +11,7 @@ PKGS=(
 	linux-image-amd64 linux-headers-amd64 linux-source-6.1
 	qemu-system-x86 busybox-static iproute2 iputils-ping ethtool pciutils jq
 	iperf3 rdma-core ibverbs-utils libibverbs-dev librdmacm-dev
-	rdmacm-utils perftest qperf python3
+	rdmacm-utils perftest qperf python3 gnuplot-nox
 )
 
 missing=()

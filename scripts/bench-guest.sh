@@ -1,0 +1,501 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# make bench, guest side (run in guest a by scripts/bench.sh through
+# scripts/testbed.sh --flat 1): measures every system in turn, round after
+# round, so that drift hits all of them alike, and appends one record per
+# measurement to $NTRDMA_OUT/samples.tsv (format: scripts/bench_report/report.hpp):
+#   topo system metric unit round value cpu_seconds bytes note
+# A system that is absent or a test it does not support gives value NA and
+# the reason. Guest CPU seconds are busy time from /proc/stat (user, nice,
+# system, irq, softirq, steal) of every guest, taken around the client run.
+#
+# Every tool's raw output is kept in $NTRDMA_OUT/raw/.
+#
+# Environment: BENCH_REPEATS (3), BENCH_SECS (2: seconds per throughput run),
+# BENCH_LAT_ITERS (1000: iterations per perftest latency run), BENCH_LINK (1:
+# measure ntb_perf), BENCH_ETH ("ntb_netdev ntr0 veth"), BENCH_ETH_TESTS
+# ("tcp1 tcp4 udp64"), BENCH_RDMA ("ntrdma rxe siw"), BENCH_RDMA_TESTS (see
+# below).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+. selftests/lib/env.sh
+
+REPEATS=${BENCH_REPEATS:-3}
+SECS=${BENCH_SECS:-2}
+LAT_ITERS=${BENCH_LAT_ITERS:-1000}
+LINK=${BENCH_LINK:-1}
+ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 veth"}
+ETH_TESTS=${BENCH_ETH_TESTS:-"tcp1 tcp4 udp64"}
+RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma rxe siw"}
+RDMA_TESTS=${BENCH_RDMA_TESTS:-"write_bw:64 write_bw:4096 write_bw:65536 read_bw:64 read_bw:4096
+	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 write_lat:2 read_lat:2
+	qperf:rc_bw qperf:rc_lat"}
+TOPO=${NTRDMA_TOPO:-host}
+SAMPLES=$NTRDMA_OUT/samples.tsv
+PERF_ORDER=${NTB_PERF_ORDER:-27}
+PERF_MAX_MW=${NTB_PERF_MAX_MW:-4194304}
+A_IP=10.79.0.1
+B_IP=10.79.0.2
+HZ=$(getconf CLK_TCK)
+PORT=18600 # perftest / iperf3 ports, one fresh port per run
+
+log() { echo "bench: $*" >&2; }
+
+# record SYSTEM METRIC UNIT ROUND VALUE CPU BYTES [NOTE]
+record() {
+	local note=${8:-}
+	note=${note//$'\t'/ }
+	note=${note//$'\n'/ }
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$TOPO" "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
+		"$note" >>"$SAMPLES"
+	if [ "$5" = NA ]; then
+		log "round $4 $1 / $2: n/a ($note)"
+	else
+		log "round $4 $1 / $2: $5 $3 (cpu $6 s, $7 bytes)"
+	fi
+}
+
+# Busy jiffies of this guest (and of guest b in the pair topology).
+busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+cpu_now() {
+	local a b=0
+	a=$(busy)
+	if is_pair; then b=$(peer "awk '\$1 == \"cpu\" { print \$2 + \$3 + \$4 + \$7 + \$8 + \$9 }' /proc/stat") || b=0; fi
+	echo $((a + ${b:-0}))
+}
+
+# measure SYSTEM METRIC UNIT ROUND FUNC [ARGS]: FUNC sets VAL and BYTES, or
+# returns non-zero with NOTE set. CPU time is taken around FUNC; functions
+# that start servers do so before calling cpu_mark.
+CPU0=
+cpu_mark() { CPU0=$(cpu_now); }
+RAW_TAG=raw
+save_raw() { # SUFFIX TEXT
+	mkdir -p "$NTRDMA_OUT/raw"
+	printf '%s\n' "$2" >"$NTRDMA_OUT/raw/$RAW_TAG$1.txt"
+}
+measure() {
+	local sys=$1 metric=$2 unit=$3 round=$4 c1 cpu
+	shift 4
+	VAL='' BYTES=0 NOTE='' CPU0=''
+	RAW_TAG="r$round-$sys-${metric//[^A-Za-z0-9_]/_}"
+	if "$@" && [ -n "$VAL" ]; then
+		c1=$(cpu_now)
+		cpu=$(awk -v a="${CPU0:-$c1}" -v b="$c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
+		record "$sys" "$metric" "$unit" "$round" "$VAL" "$cpu" "$BYTES" "$NOTE"
+	else
+		record "$sys" "$metric" "$unit" "$round" NA 0 0 "${NOTE:-failed}"
+	fi
+}
+
+# ---- the emulated NTB: ntb_hw_ivshmem with or without the flat window -------
+# Stock clients (ntb_perf, ntb_transport) need flat_window=0, ntrdma needs 1.
+HW_MODE=
+hw_mode() { # 0|1
+	[ "$HW_MODE" = "$1" ] && return 0
+	clients_down
+	local cmd="rmmod ntb_hw_ivshmem 2>/dev/null; modprobe ntb_hw_ivshmem flat_window=$1"
+	sh -c "$cmd" || return 1
+	if is_pair; then peer "$cmd" || return 1; fi
+	HW_MODE=$1
+	wait_for 20 ntb_pair
+}
+
+clients_down() {
+	local cmd="modprobe -r ntb_perf ntb_netdev ntb_transport ntrdma 2>/dev/null; true"
+	sh -c "$cmd"
+	if is_pair; then peer "$cmd"; fi
+	ip netns del bA 2>/dev/null
+	ip netns del bB 2>/dev/null
+	return 0
+}
+
+# ---- link limit: ntb_perf (CPU copy) -------------------------------------------
+ntb_perf_run() {
+	local dev run out
+	hw_mode 0 || { NOTE="ntb_hw_ivshmem flat_window=0 did not come up"; return 1; }
+	local mod="modprobe ntb_perf total_order=$PERF_ORDER max_mw_size=$PERF_MAX_MW use_dma=0"
+	sh -c "$mod" || { NOTE="modprobe ntb_perf failed"; return 1; }
+	if is_pair; then peer "$mod" || { NOTE="modprobe ntb_perf on b failed"; return 1; }; fi
+	dev=$LOCAL_DEV
+	run=$DEBUGFS/ntb_perf/$dev/run
+	# The peer's ntb_perf must have set up its window first: retry while busy.
+	cpu_mark
+	for _ in $(seq 50); do
+		if echo 0 >"$run" 2>/dev/null; then
+			out=$(cat "$run" 2>/dev/null)
+			break
+		fi
+		sleep 0.2
+		cpu_mark
+	done
+	save_raw "" "${out:-}"
+	modprobe -r ntb_perf
+	if is_pair; then peer "modprobe -r ntb_perf"; fi
+	# "0: copied 134217728 bytes in 1090000 usecs, 123 MBytes/s"
+	if [[ ${out:-} =~ copied\ ([0-9]+)\ bytes\ in\ ([0-9]+)\ usecs ]]; then
+		BYTES=${BASH_REMATCH[1]}
+		VAL=$(awk -v b="$BYTES" -v u="${BASH_REMATCH[2]}" 'BEGIN { printf "%.1f", b / u }')
+		NOTE="ntb_perf total_order=$PERF_ORDER, CPU copy, peer 0 of $dev"
+		return 0
+	fi
+	NOTE="ntb_perf gave no result: ${out:-nothing}"
+	return 1
+}
+
+# ---- Ethernet --------------------------------------------------------------------
+# eth_up SYSTEM: sets A and B (command prefixes for the two ends), B_ADDR
+# and IFB. In the loop topology both ends are namespaces bA/bB of this
+# guest; in pair, ntr0/ntb_netdev ends are this guest and guest b, veth
+# always lives in this guest.
+ifaces_by_driver() { # DRIVER: the netdevs of that driver (here)
+	local i
+	for i in $(ls /sys/class/net); do
+		ethtool -i "$i" 2>/dev/null | grep -q "^driver: $1\$" && echo "$i"
+	done
+}
+peer_iface_by_driver() {
+	peer "for i in \$(ls /sys/class/net); do ethtool -i \$i 2>/dev/null | grep -q '^driver: $1\$' && echo \$i; done" | head -1
+}
+
+ns_pair() { # IFA IFB: move into bA / bB
+	ip netns add bA && ip netns add bB &&
+		ip link set "$1" netns bA && ip link set "$2" netns bB || return 1
+	A="ip netns exec bA sh -c"
+	B="ip netns exec bB sh -c"
+}
+
+eth_config() { # IFA IFB
+	$A "ip link set lo up; ip addr flush dev $1; ip addr add $A_IP/24 dev $1 && ip link set $1 up" &&
+		$B "ip link set lo up; ip addr flush dev $2; ip addr add $B_IP/24 dev $2 && ip link set $2 up"
+}
+
+carrier_up() { [ "$($A "cat /sys/class/net/$IFA/carrier" 2>/dev/null)" = 1 ] &&
+	[ "$($B "cat /sys/class/net/$IFB/carrier" 2>/dev/null)" = 1 ]; }
+
+eth_up() {
+	local sys=$1 drv ifs
+	IFA='' IFB='' SETUP_NOTE=''
+	case $sys in
+	veth)
+		clients_down
+		ip link add vbA type veth peer name vbB || { SETUP_NOTE="ip link add veth failed"; return 1; }
+		IFA=vbA IFB=vbB
+		ns_pair "$IFA" "$IFB" || { SETUP_NOTE="netns setup failed"; return 1; }
+		;;
+	ntb_netdev | ntr0)
+		if [ "$sys" = ntb_netdev ]; then
+			hw_mode 0 || { SETUP_NOTE="ntb_hw_ivshmem flat_window=0 did not come up"; return 1; }
+			drv=ntb_netdev
+		else
+			hw_mode 1 || { SETUP_NOTE="ntb_hw_ivshmem flat_window=1 did not come up"; return 1; }
+			drv=ntrdma
+		fi
+		modprobe "$drv" || { SETUP_NOTE="modprobe $drv failed"; return 1; }
+		if is_pair; then
+			peer "modprobe $drv" || { SETUP_NOTE="modprobe $drv on b failed"; return 1; }
+			for _ in $(seq 30); do
+				IFA=$(ifaces_by_driver "$drv" | head -1)
+				IFB=$(peer_iface_by_driver "$drv")
+				[ -n "$IFA" ] && [ -n "$IFB" ] && break
+				sleep 0.3
+			done
+			A="sh -c"
+			B="peer"
+		else
+			for _ in $(seq 50); do
+				ifs=$(ifaces_by_driver "$drv" | xargs)
+				[ "$(wc -w <<<"$ifs")" -ge 2 ] && break
+				sleep 0.2
+			done
+			set -- $ifs
+			IFA=${1:-} IFB=${2:-}
+			[ -n "$IFA" ] && [ -n "$IFB" ] && ns_pair "$IFA" "$IFB" ||
+				{ SETUP_NOTE="no two $drv netdevs (found: ${ifs:-none})"; return 1; }
+		fi
+		[ -n "$IFA" ] && [ -n "$IFB" ] || { SETUP_NOTE="no $drv netdev on both sides"; return 1; }
+		;;
+	*) SETUP_NOTE="unknown system"; return 1 ;;
+	esac
+	eth_config "$IFA" "$IFB" || { SETUP_NOTE="address setup failed"; return 1; }
+	wait_for 30 carrier_up || { SETUP_NOTE="no carrier within 30 s"; return 1; }
+	wait_for 10 $A "ping -c 1 -W 1 $B_IP >/dev/null" || { SETUP_NOTE="no ping through $sys"; return 1; }
+	ETH_NOTE="mtu $($A "cat /sys/class/net/$IFA/mtu")"
+	return 0
+}
+
+eth_down() {
+	local sys=$1
+	case $sys in
+	veth) ip netns del bA 2>/dev/null; ip netns del bB 2>/dev/null ;;
+	ntb_netdev) modprobe -r ntb_netdev ntb_transport
+		is_pair && peer "modprobe -r ntb_netdev ntb_transport"
+		ip netns del bA 2>/dev/null; ip netns del bB 2>/dev/null ;;
+	ntr0) modprobe -r ntrdma
+		is_pair && peer "modprobe -r ntrdma"
+		ip netns del bA 2>/dev/null; ip netns del bB 2>/dev/null ;;
+	esac
+	return 0
+}
+
+# iperf3 on the current A (client) / B (server); TEST: tcp1 tcp4 udp64.
+iperf_run() {
+	local test=$1 args out port=$((PORT++))
+	case $test in
+	tcp1) args= ;;
+	tcp4) args="-P 4" ;;
+	udp64) args="-u -l 64 -b 0" ;;
+	esac
+	local rcvbuf="awk '/^Udp: [0-9]/ { print \$6 }' /proc/net/snmp" e0 e1
+	$B "iperf3 -s -1 -D -p $port >/dev/null 2>&1"
+	sleep 1
+	e0=$($B "$rcvbuf")
+	cpu_mark
+	out=$($A "timeout $((SECS + 30)) iperf3 -J -c $B_IP -p $port -t $SECS $args" 2>&1)
+	e1=$($B "$rcvbuf")
+	if [ "$test" = udp64 ]; then
+		# datagrams the server received per second
+		read -r VAL BYTES < <(jq -r '.end.sum_received | [(.bytes / 64 / .seconds / 1000 * 100 | floor) / 100,
+			.bytes] | @tsv' <<<"$out" 2>/dev/null)
+	else
+		read -r VAL BYTES < <(jq -r '.end.sum_received | [(.bits_per_second / 1e9 * 1000 | floor) / 1000,
+			.bytes] | @tsv' <<<"$out" 2>/dev/null)
+	fi
+	$B "pkill -x iperf3" >/dev/null 2>&1
+	save_raw "" "$out"
+	if [ -z "${VAL:-}" ] || [ "$VAL" = null ]; then
+		NOTE="iperf3: $(jq -r '.error // empty' <<<"$out" 2>/dev/null | head -c 200)"
+		[ "$NOTE" = "iperf3: " ] && NOTE="iperf3: $(head -c 200 <<<"$out")"
+		VAL=
+		return 1
+	fi
+	NOTE=$ETH_NOTE
+	if [ "$test" = udp64 ]; then
+		NOTE+=", sent $(jq -r '.end.sum_sent.packets' <<<"$out") datagrams, receiver socket-buffer drops $((${e1:-0} - ${e0:-0}))"
+	fi
+	return 0
+}
+
+eth_label() {
+	case $1 in
+	tcp1) echo "iperf3 TCP x1|Gbit/s" ;;
+	tcp4) echo "iperf3 TCP x4|Gbit/s" ;;
+	udp64) echo "iperf3 UDP 64 B|kpps" ;;
+	esac
+}
+
+eth_round() { # ROUND SYSTEM
+	local round=$1 sys=$2 t lab
+	if ! eth_up "$sys"; then
+		for t in $ETH_TESTS; do
+			lab=$(eth_label "$t")
+			record "$sys" "${lab%|*}" "${lab#*|}" "$round" NA 0 0 "$SETUP_NOTE"
+		done
+		eth_down "$sys"
+		return
+	fi
+	for t in $ETH_TESTS; do
+		lab=$(eth_label "$t")
+		measure "$sys" "${lab%|*}" "${lab#*|}" "$round" iperf_run "$t"
+	done
+	eth_down "$sys"
+}
+
+# ---- RDMA ---------------------------------------------------------------------------
+# rdma_up SYSTEM: sets SRV (server prefix), CLI (client prefix), SDEV/CDEV
+# (server/client ib devices), DST (address the client connects to), CM
+# (-R when the device needs rdma_cm: iWARP).
+rdma_up() {
+	local sys=$1 devs
+	SETUP_NOTE='' CM='' SRV="sh -c" CLI="sh -c" DST=127.0.0.1
+	case $sys in
+	rxe)
+		# perftest without rdma_cm (GIDs over its TCP exchange) to
+		# 127.0.0.1: rdma_cm cannot resolve a route over rxe on lo.
+		modprobe rdma_rxe && rdma link add rxe0 type rxe netdev lo ||
+			{ SETUP_NOTE="rdma link add rxe0 type rxe netdev lo failed"; return 1; }
+		SDEV=rxe0 CDEV=rxe0
+		;;
+	siw)
+		# iWARP connects through rdma_cm, which rejects siw on lo (lo's
+		# all-zero MAC makes a zero GID): siw sits on a dummy netdev
+		# holding a local address, so its TCP traffic still takes the
+		# loopback path.
+		ip link add bsiw type dummy 2>/dev/null
+		ip addr replace 10.79.9.1/32 dev bsiw && ip link set bsiw up &&
+			modprobe siw && rdma link add siw0 type siw netdev bsiw ||
+			{ SETUP_NOTE="rdma link add siw0 type siw netdev bsiw (dummy) failed"; return 1; }
+		SDEV=siw0 CDEV=siw0 CM=-R DST=10.79.9.1
+		;;
+	ntrdma)
+		# The verbs face (not written yet when this harness was): one ib
+		# device per NTB port, named ntrdma*. The perftest/qperf
+		# out-of-band exchange runs over ntr0.
+		hw_mode 1 || { SETUP_NOTE="ntb_hw_ivshmem flat_window=1 did not come up"; return 1; }
+		modprobe ntrdma || { SETUP_NOTE="modprobe ntrdma failed"; return 1; }
+		is_pair && { peer "modprobe ntrdma" || { SETUP_NOTE="modprobe ntrdma on b failed"; return 1; }; }
+		sleep 1
+		devs=$(ls /sys/class/infiniband 2>/dev/null | grep '^ntrdma' | xargs)
+		if [ -z "$devs" ]; then
+			SETUP_NOTE="no ntrdma verbs device (/sys/class/infiniband holds: $(ls /sys/class/infiniband 2>/dev/null | xargs | grep . || echo nothing))"
+			return 1
+		fi
+		eth_up ntr0 || { SETUP_NOTE="ntr0 for the out-of-band exchange: $SETUP_NOTE"; return 1; }
+		SRV=$B CLI=$A DST=$B_IP
+		if is_pair; then
+			CDEV=${devs%% *}
+			SDEV=$(peer "ls /sys/class/infiniband | grep '^ntrdma' | head -1")
+		else
+			set -- $devs
+			CDEV=${1:-} SDEV=${2:-}
+			[ -n "$SDEV" ] || { SETUP_NOTE="only one ntrdma device in loopback ($devs)"; return 1; }
+		fi
+		;;
+	*) SETUP_NOTE="unknown system"; return 1 ;;
+	esac
+	return 0
+}
+
+rdma_down() {
+	local sys=$1
+	$SRV "pkill -x qperf; pkill -f '^ib_(write|read|send)_'" >/dev/null 2>&1
+	case $sys in
+	rxe) rdma link delete rxe0 ;;
+	siw) rdma link delete siw0; ip link del bsiw ;;
+	ntrdma) eth_down ntr0 ;;
+	esac
+	return 0
+}
+
+# perftest_run TEST SIZE: ib_TEST against the server on SRV.
+perftest_run() {
+	local test=$1 size=$2 port=$((PORT++)) srvlog=/tmp/bench-srv.$$ out mode hdr line rc
+	if [[ $test == *_lat ]]; then mode="-n $LAT_ITERS"; else mode="-D $SECS"; fi
+	$SRV "timeout $((SECS + 30)) ib_$test -d $SDEV $CM -p $port -s $size $mode >$srvlog 2>&1 &"
+	sleep 1
+	cpu_mark
+	out=$($CLI "timeout $((SECS + 30)) ib_$test -d $CDEV $CM -p $port -s $size $mode $DST" 2>&1)
+	rc=$?
+	sleep 0.5
+	save_raw "" "$out"
+	save_raw .server "$($SRV "cat $srvlog")"
+	$SRV "pkill -f '^ib_$test' ; rm -f $srvlog" >/dev/null 2>&1
+	# the result line follows the " #bytes ..." header
+	hdr=$(grep -m1 '^ *#bytes' <<<"$out")
+	line=$(grep -A1 -m1 '^ *#bytes' <<<"$out" | tail -n 1)
+	if [ "$rc" = 124 ]; then
+		NOTE="ib_$test: no result, the client was killed after $((SECS + 30)) s (stalled)"
+		return 1
+	fi
+	if [ -z "$hdr" ] || ! [[ $line =~ ^\ *[0-9] ]]; then
+		NOTE="ib_$test: $(grep -iE 'not supported|unsupported|error|fail|unable|couldn|invalid' <<<"$out" |
+			head -2 | xargs | head -c 200)"
+		[ "$NOTE" = "ib_$test: " ] && NOTE="ib_$test: no result: $(tail -n 2 <<<"$out" | xargs | head -c 200)"
+		return 1
+	fi
+	if [[ $test == *_lat ]]; then
+		# column t_typical (iterations mode) or t_avg
+		VAL=$(awk -v h="$hdr" -v l="$line" 'BEGIN { n = split(h, H, " +"); split(l, L, " +")
+			for (i = 1; i <= n; i++) if (H[i] ~ /^t_typical/) { print L[i]; exit }
+			for (i = 1; i <= n; i++) if (H[i] ~ /^t_avg/) { print L[i]; exit } }')
+		BYTES=0
+		NOTE="$LAT_ITERS iterations, typical"
+	else
+		# bytes iterations bw_peak bw_average msg_rate (MiB/s, as perftest prints)
+		read -r _ it _ VAL _ <<<"$line"
+		BYTES=$((it * size))
+		NOTE=
+	fi
+	[ -n "$VAL" ]
+}
+
+# qperf_run TEST: rc_bw or rc_lat.
+qperf_run() {
+	local test=$1 out v u cm="--id $CDEV:1"
+	[ -n "$CM" ] && cm=-cm1 # the device follows from the address
+	$SRV "pkill -x qperf; (qperf >/dev/null 2>&1 &)"
+	sleep 1
+	cpu_mark
+	out=$($CLI "timeout $((SECS + 30)) qperf $cm -t $SECS $DST $test" 2>&1)
+	save_raw "" "$out"
+	read -r v u < <(awk '$1 == "bw" || $1 == "latency" { print $3, $4; exit }' <<<"$out")
+	if [ -z "${v:-}" ]; then
+		NOTE="qperf $test: $(head -3 <<<"$out" | xargs | head -c 200)"
+		return 1
+	fi
+	case $test in
+	rc_bw) # to MB/s (qperf prints KB/MB/GB/sec, powers of 10)
+		VAL=$(awk -v v="$v" -v u="$u" 'BEGIN { s = u ~ /^GB/ ? 1000 : u ~ /^KB/ ? 0.001 : u ~ /^bytes/ ? 1e-6 : 1
+			printf "%.2f", v * s }')
+		# bytes moved: reported in -v output as "send_bytes = N MB" etc.; approximate from rate x time
+		BYTES=$(awk -v r="$VAL" -v t="$SECS" 'BEGIN { printf "%.0f", r * 1e6 * t }')
+		;;
+	rc_lat) # to us
+		VAL=$(awk -v v="$v" -v u="$u" 'BEGIN { s = u ~ /^ms/ ? 1000 : u ~ /^ns/ ? 0.001 : u ~ /^sec/ ? 1e6 : 1
+			printf "%.2f", v * s }')
+		BYTES=0
+		;;
+	esac
+	NOTE=
+	return 0
+}
+
+rdma_label() { # TEST:ARG -> "metric|unit|func args"
+	local t=${1%%:*} a=${1#*:}
+	case $t in
+	qperf) case $a in
+		rc_bw) echo "qperf rc_bw|MB/s|qperf_run rc_bw" ;;
+		rc_lat) echo "qperf rc_lat|us|qperf_run rc_lat" ;;
+		esac ;;
+	*_lat) echo "ib_$t $a B|us|perftest_run $t $a" ;;
+	*) if [ "$a" -ge 1024 ]; then echo "ib_$t $((a / 1024)) KiB|MiB/s|perftest_run $t $a"
+		else echo "ib_$t $a B|MiB/s|perftest_run $t $a"; fi ;;
+	esac
+}
+
+rdma_round() { # ROUND SYSTEM
+	local round=$1 sys=$2 t lab metric unit fn
+	local ok=1
+	rdma_up "$sys" || ok=0
+	for t in $RDMA_TESTS; do
+		lab=$(rdma_label "$t")
+		metric=${lab%%|*}
+		lab=${lab#*|}
+		unit=${lab%%|*}
+		fn=${lab#*|}
+		if [ $ok = 1 ]; then
+			# shellcheck disable=SC2086
+			measure "$sys" "$metric" "$unit" "$round" $fn
+		else
+			record "$sys" "$metric" "$unit" "$round" NA 0 0 "$SETUP_NOTE"
+		fi
+	done
+	rdma_down "$sys"
+}
+
+# ---- main -----------------------------------------------------------------------------
+# One function, called on the last line: bash has parsed all of it before it
+# starts, so editing this file cannot disturb a run in progress.
+main() {
+install_modules || { log "install_modules failed"; exit 1; }
+wait_for 20 ntb_pair || { log "no NTB pair"; exit 1; }
+mkdir -p "$NTRDMA_OUT"
+: >>"$SAMPLES"
+log "topology $TOPO: $REPEATS round(s), ${SECS} s per throughput run; link=$LINK eth='$ETH_SYSTEMS' rdma='$RDMA_SYSTEMS'"
+t0=$SECONDS
+for ((round = 1; round <= REPEATS; round++)); do
+	[ "$LINK" = 1 ] && measure ntb_hw_ivshmem "ntb_perf copy" MB/s "$round" ntb_perf_run
+	for sys in $ETH_SYSTEMS; do
+		eth_round "$round" "$sys"
+	done
+	for sys in $RDMA_SYSTEMS; do
+		rdma_round "$round" "$sys"
+	done
+	log "round $round done at $((SECONDS - t0)) s"
+done
+clients_down
+log "done in $((SECONDS - t0)) s: $(grep -c . "$SAMPLES") samples in $SAMPLES"
+}
+
+main "$@"

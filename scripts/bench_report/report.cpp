@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include "report.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace bench {
+namespace {
+
+std::vector<std::string_view> split_tabs(std::string_view s) {
+    std::vector<std::string_view> out;
+    size_t start = 0;
+    for (;;) {
+        size_t tab = s.find('\t', start);
+        if (tab == std::string_view::npos) {
+            out.push_back(s.substr(start));
+            return out;
+        }
+        out.push_back(s.substr(start, tab - start));
+        start = tab + 1;
+    }
+}
+
+double to_double(std::string_view s, const char* what, int lineno) {
+    double v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || p != s.data() + s.size() || !std::isfinite(v))
+        throw std::runtime_error(std::to_string(lineno) + ": bad " + what + " '" + std::string(s) +
+                                 "'");
+    return v;
+}
+
+void add_unique(std::vector<std::string>& v, const std::string& s) {
+    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+std::string json_str(std::string_view s) {
+    std::string o = "\"";
+    for (char c : s) {
+        switch (c) {
+            case '"':
+                o += "\\\"";
+                break;
+            case '\\':
+                o += "\\\\";
+                break;
+            case '\n':
+                o += "\\n";
+                break;
+            case '\t':
+                o += "\\t";
+                break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20) {
+                    char b[8];
+                    std::snprintf(b, sizeof b, "\\u%04x", c);
+                    o += b;
+                } else {
+                    o += c;
+                }
+        }
+    }
+    return o + "\"";
+}
+
+std::string json_num(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.6g", v);
+    return b;
+}
+
+std::string md_escape(std::string_view s) {
+    std::string o;
+    for (char c : s) {
+        if (c == '|') o += "\\";
+        o += c;
+    }
+    return o;
+}
+
+}  // namespace
+
+Sample parse_line(std::string_view line, int lineno) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    auto f = split_tabs(line);
+    if (f.size() < 8 || f.size() > 9)
+        throw std::runtime_error(std::to_string(lineno) +
+                                 ": expected 8 or 9 tab-separated fields, got " +
+                                 std::to_string(f.size()));
+    Sample s;
+    s.topo = f[0];
+    s.system = f[1];
+    s.metric = f[2];
+    s.unit = f[3];
+    if (s.topo.empty() || s.system.empty() || s.metric.empty() || s.unit.empty())
+        throw std::runtime_error(std::to_string(lineno) + ": empty topo/system/metric/unit");
+    double r = to_double(f[4], "round", lineno);
+    if (r < 0 || r != std::floor(r))
+        throw std::runtime_error(std::to_string(lineno) + ": bad round");
+    s.round = static_cast<int>(r);
+    if (f[5] != "NA") s.value = to_double(f[5], "value", lineno);
+    s.cpu_s = to_double(f[6], "cpu seconds", lineno);
+    s.bytes = to_double(f[7], "bytes", lineno);
+    if (f.size() == 9) s.note = f[8];
+    return s;
+}
+
+std::vector<Sample> parse(std::string_view text) {
+    std::vector<Sample> out;
+    int lineno = 0;
+    while (!text.empty()) {
+        size_t nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+        ++lineno;
+        if (line.empty() || line == "\r" || line.front() == '#') continue;
+        out.push_back(parse_line(line, lineno));
+    }
+    return out;
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) throw std::invalid_argument("median of nothing");
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double byte_rate_scale(std::string_view unit) {
+    if (unit == "Gbit/s") return 1e9 / 8;
+    if (unit == "Mbit/s") return 1e6 / 8;
+    if (unit == "GB/s") return 1e9;
+    if (unit == "MB/s") return 1e6;
+    if (unit == "MiB/s") return 1024.0 * 1024;
+    return 0;
+}
+
+bool lower_is_better(std::string_view unit) { return unit == "us" || unit == "ms"; }
+
+const Row* Report::find(std::string_view topo, std::string_view system,
+                        std::string_view metric) const {
+    for (const auto& r : rows)
+        if (r.topo == topo && r.system == system && r.metric == metric) return &r;
+    return nullptr;
+}
+
+Report summarize(const std::vector<Sample>& samples, std::string_view link_metric) {
+    Report rep;
+    for (const auto& s : samples) {
+        add_unique(rep.topos, s.topo);
+        add_unique(rep.metrics, s.metric);
+        add_unique(rep.systems, s.system);
+    }
+    for (const auto& t : rep.topos) {
+        for (const auto& m : rep.metrics) {
+            for (const auto& sys : rep.systems) {
+                Row row;
+                std::vector<double> cpg;
+                bool any = false;
+                for (const auto& s : samples) {
+                    if (s.topo != t || s.metric != m || s.system != sys) continue;
+                    if (!any) {
+                        row.topo = t;
+                        row.system = sys;
+                        row.metric = m;
+                        row.unit = s.unit;
+                        any = true;
+                    } else if (s.unit != row.unit) {
+                        throw std::runtime_error("mixed units for " + t + "/" + sys + "/" + m);
+                    }
+                    if (!s.value) {
+                        row.failed++;
+                        if (row.reason.empty()) row.reason = s.note.empty() ? "no result" : s.note;
+                        continue;
+                    }
+                    row.values.push_back(*s.value);
+                    if (s.bytes > 0) cpg.push_back(s.cpu_s / (s.bytes / 1e9));
+                }
+                if (!any) continue;
+                row.n = static_cast<int>(row.values.size());
+                if (row.n) {
+                    row.med = median(row.values);
+                    row.lo = *std::min_element(row.values.begin(), row.values.end());
+                    row.hi = *std::max_element(row.values.begin(), row.values.end());
+                }
+                if (!cpg.empty()) row.cpu_per_gb = median(cpg);
+                rep.rows.push_back(std::move(row));
+            }
+        }
+    }
+    // Ratios, once all medians are known.
+    for (auto& row : rep.rows) {
+        if (!row.n) continue;
+        double scale = byte_rate_scale(row.unit);
+        if (scale > 0) {
+            for (const auto& l : rep.rows) {
+                if (l.topo != row.topo || l.metric != link_metric || !l.n || l.med <= 0) continue;
+                double ls = byte_rate_scale(l.unit);
+                if (ls > 0) row.vs_link = row.med * scale / (l.med * ls);
+                break;
+            }
+        }
+        for (const auto& p : rep.rows) {
+            if (&p == &row || p.topo != row.topo || p.metric != row.metric || !p.n || p.med == 0)
+                continue;
+            row.vs_peers.emplace_back(p.system, row.med / p.med);
+        }
+    }
+    return rep;
+}
+
+std::string fmt_value(double v) {
+    char b[32];
+    double a = std::fabs(v);
+    if (a == 0)
+        return "0";
+    else if (a >= 100)
+        std::snprintf(b, sizeof b, "%.0f", v);
+    else if (a >= 10)
+        std::snprintf(b, sizeof b, "%.1f", v);
+    else if (a >= 1)
+        std::snprintf(b, sizeof b, "%.2f", v);
+    else
+        std::snprintf(b, sizeof b, "%.3g", v);
+    return b;
+}
+
+std::string markdown(const Report& r, std::string_view link_metric) {
+    std::ostringstream o;
+    for (const auto& t : r.topos) {
+        o << "#### Topology: " << t << "\n\n";
+        o << "| metric | system | median [min-max] | n | vs link limit | vs peers (this/peer) "
+             "| guest CPU s/GB |\n";
+        o << "|---|---|---|---|---|---|---|\n";
+        for (const auto& row : r.rows) {
+            if (row.topo != t) continue;
+            o << "| " << md_escape(row.metric) << " | " << md_escape(row.system) << " | ";
+            if (!row.n) {
+                std::string why =
+                    row.reason.size() > 120 ? row.reason.substr(0, 117) + "..." : row.reason;
+                o << "n/a (" << md_escape(why) << ") | 0 | | | |\n";
+                continue;
+            }
+            o << fmt_value(row.med) << " [" << fmt_value(row.lo) << "-" << fmt_value(row.hi) << "] "
+              << md_escape(row.unit) << " | " << row.n;
+            if (row.failed) o << " (+" << row.failed << " failed)";
+            o << " | " << (row.vs_link ? fmt_value(*row.vs_link) : std::string("-")) << " | ";
+            if (row.vs_peers.empty()) o << "-";
+            for (size_t i = 0; i < row.vs_peers.size(); ++i)
+                o << (i ? ", " : "") << fmt_value(row.vs_peers[i].second) << "x "
+                  << md_escape(row.vs_peers[i].first);
+            o << " | " << (row.cpu_per_gb ? fmt_value(*row.cpu_per_gb) : std::string("-"))
+              << " |\n";
+        }
+        o << "\n";
+    }
+    o << "Median of the rounds, [min-max]; n = rounds with a result. \"vs link limit\": the "
+         "median byte rate over the median of `"
+      << link_metric
+      << "` in the same topology. Ratios to peers are this system's median over the peer's "
+         "(for latency, lower is better). Guest CPU s/GB: CPU time of all guests (from "
+         "/proc/stat) per GB of payload moved.\n";
+    return o.str();
+}
+
+std::string json(const std::vector<Sample>& samples, const Report& r) {
+    std::ostringstream o;
+    o << "{\n  \"samples\": [\n";
+    for (size_t i = 0; i < samples.size(); ++i) {
+        const auto& s = samples[i];
+        o << "    {\"topology\": " << json_str(s.topo) << ", \"system\": " << json_str(s.system)
+          << ", \"metric\": " << json_str(s.metric) << ", \"unit\": " << json_str(s.unit)
+          << ", \"round\": " << s.round
+          << ", \"value\": " << (s.value ? json_num(*s.value) : "null")
+          << ", \"cpu_seconds\": " << json_num(s.cpu_s) << ", \"bytes\": " << json_num(s.bytes)
+          << ", \"note\": " << json_str(s.note) << "}" << (i + 1 < samples.size() ? "," : "")
+          << "\n";
+    }
+    o << "  ],\n  \"summary\": [\n";
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+        const auto& row = r.rows[i];
+        o << "    {\"topology\": " << json_str(row.topo) << ", \"system\": " << json_str(row.system)
+          << ", \"metric\": " << json_str(row.metric) << ", \"unit\": " << json_str(row.unit)
+          << ", \"n\": " << row.n << ", \"failed\": " << row.failed;
+        if (row.n) {
+            o << ", \"median\": " << json_num(row.med) << ", \"min\": " << json_num(row.lo)
+              << ", \"max\": " << json_num(row.hi);
+            o << ", \"cpu_seconds_per_gb\": "
+              << (row.cpu_per_gb ? json_num(*row.cpu_per_gb) : "null");
+            o << ", \"ratio_to_link_limit\": " << (row.vs_link ? json_num(*row.vs_link) : "null");
+            o << ", \"ratio_to_peers\": {";
+            for (size_t k = 0; k < row.vs_peers.size(); ++k)
+                o << (k ? ", " : "") << json_str(row.vs_peers[k].first) << ": "
+                  << json_num(row.vs_peers[k].second);
+            o << "}";
+        } else {
+            o << ", \"na_reason\": " << json_str(row.reason);
+        }
+        o << "}" << (i + 1 < r.rows.size() ? "," : "") << "\n";
+    }
+    o << "  ]\n}\n";
+    return o.str();
+}
+
+Chart chart(const Report& r, std::string_view png_path) {
+    Chart c;
+    // Panels per topology: byte-rate metrics as a fraction of the link limit
+    // (log scale), and latencies in microseconds.
+    struct Panel {
+        std::string kind, title, ylabel;
+        bool log;
+    };
+    const Panel panels[] = {
+        {"bw", "throughput / link limit", "ratio to ntb_perf (log)", true},
+        {"lat", "latency", "us (log)", true},
+    };
+    std::ostringstream s;
+    int nrows = static_cast<int>(r.topos.size());
+    s << "set terminal pngcairo size 1600," << 450 * std::max(nrows, 1) << " font ',9'\n";
+    s << "set output '" << png_path << "'\n";
+    s << "set datafile missing '?'\nset style data histograms\n"
+         "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.8 border -1\n"
+         "set boxwidth 0.9\nset xtics rotate by -30 left\nset grid ytics\n"
+         "set key outside top center horizontal\nset bars 0.5\nset termoption noenhanced\n";
+    s << "set multiplot layout " << std::max(nrows, 1) << ",2\n";
+    for (const auto& t : r.topos) {
+        for (const auto& p : panels) {
+            std::vector<std::string> metrics, systems;
+            for (const auto& row : r.rows) {
+                if (row.topo != t || !row.n) continue;
+                bool want = p.kind == "bw" ? row.vs_link.has_value() : lower_is_better(row.unit);
+                if (!want) continue;
+                add_unique(metrics, row.metric);
+                add_unique(systems, row.system);
+            }
+            std::string fname = "chart-" + t + "-" + p.kind + ".dat";
+            std::ostringstream d;
+            d << "# metric";
+            for (const auto& sys : systems) d << " \"" << sys << "\" lo hi";
+            d << "\n";
+            for (const auto& m : metrics) {
+                d << "\"" << m << "\"";
+                for (const auto& sys : systems) {
+                    const Row* row = r.find(t, sys, m);
+                    if (!row || !row->n) {
+                        d << " ? ? ?";
+                        continue;
+                    }
+                    double k = 1;
+                    if (p.kind == "bw") {
+                        if (!row->vs_link) {
+                            d << " ? ? ?";
+                            continue;
+                        }
+                        k = *row->vs_link / row->med;
+                    }
+                    d << " " << json_num(row->med * k) << " " << json_num(row->lo * k) << " "
+                      << json_num(row->hi * k);
+                }
+                d << "\n";
+            }
+            c.data[fname] = d.str();
+            s << "set title '" << t << ": " << p.title << "'\n";
+            s << "set ylabel '" << p.ylabel << "'\n";
+            s << (p.log ? "set logscale y\nset yrange [*:*]\n"
+                        : "unset logscale y\nset yrange [0:*]\n");
+            if (metrics.empty()) {
+                s << "set yrange [0:1]\nset label 1 'no data' at graph 0.5,0.5 center\n"
+                     "plot NaN notitle\nunset label 1\nset autoscale y\n";
+                continue;
+            }
+            s << "plot ";
+            for (size_t i = 0; i < systems.size(); ++i) {
+                s << (i ? ", " : "") << "'" << fname << "' using " << 2 + 3 * i << ":" << 3 + 3 * i
+                  << ":" << 4 + 3 * i;
+                if (i == 0) s << ":xtic(1)";
+                // one colour per system in every panel
+                auto it = std::find(r.systems.begin(), r.systems.end(), systems[i]);
+                s << " lt " << 1 + (it - r.systems.begin()) << " title '" << systems[i] << "'";
+            }
+            s << "\n";
+        }
+    }
+    s << "unset multiplot\n";
+    c.script = s.str();
+    return c;
+}
+
+std::vector<std::string> check_required(const Report& r, const std::vector<std::string>& req) {
+    std::vector<std::string> missing;
+    for (const auto& q : req) {
+        size_t a = q.find('|'), b = a == std::string::npos ? a : q.find('|', a + 1);
+        if (b == std::string::npos) {
+            missing.push_back(q + ": not of the form topo|system|metric");
+            continue;
+        }
+        const Row* row = r.find(q.substr(0, a), q.substr(a + 1, b - a - 1), q.substr(b + 1));
+        if (!row)
+            missing.push_back(q + ": no samples");
+        else if (!row->n)
+            missing.push_back(q + ": n/a (" + row->reason + ")");
+        else if (!(row->med > 0))
+            missing.push_back(q + ": median " + fmt_value(row->med));
+    }
+    return missing;
+}
+
+}  // namespace bench
