@@ -46,6 +46,11 @@ static unsigned int net_queues = 1;
 module_param(net_queues, uint, 0444);
 MODULE_PARM_DESC(net_queues, "Queue pairs per ntr netdev, 1-4 (default 1)");
 
+static unsigned int rx_copybreak = 256;
+module_param(rx_copybreak, uint, 0644);
+MODULE_PARM_DESC(rx_copybreak,
+		 "Frames up to this size are copied into a small skb and their buffer reposted (default 256, 0: never)");
+
 struct ntr_rx_buf {
 	void *data;		/* kmalloc'ed, becomes the skb head */
 	dma_addr_t dma;
@@ -167,20 +172,71 @@ static void ntr_free_quarantine(struct ntr_queue *q)
 /* Post buffers up to a full ring and tell the peer. */
 static void ntr_refill(struct ntr_queue *q, gfp_t gfp)
 {
-	int n = 0;
 
 	while (ntrdma_tqp_recv_room(q->qp)) {
 		if (ntr_post_one(q, gfp)) {
 			ntr_count(&q->rxc, &q->rxc.refill_fail, 1);
 			break;
 		}
-		n++;
 	}
-	if (n)
-		ntrdma_tqp_post_commit(q->qp);
+	/* Also publishes buffers posted again by the copybreak path. */
+	ntrdma_tqp_post_commit(q->qp);
 }
 
 /* Turn a completed buffer into an skb; false when the frame is invalid. */
+/* Post a buffer again after its frame was copied out (copybreak). */
+static void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
+{
+	struct ntr_rx_buf keep = *b;
+	u32 pos;
+
+	b->data = NULL;
+	if (ntrdma_tqp_post_recv(q->qp, keep.dma, q->net->rx_buf_len, &pos)) {
+		ntr_free_buf(q, &keep);
+		return;
+	}
+	q->rx[ntrdma_ring_idx(pos, NTR_RING)] = keep;
+}
+
+/*
+ * The skb for a received frame: built around the buffer the peer wrote (no
+ * copy), except for frames up to rx_copybreak bytes, which are copied into a
+ * small skb while the buffer is posted again: an skb around a whole 64 KiB
+ * buffer charges a socket 64 KiB per datagram (truesize), so small-datagram
+ * streams would overflow receive buffers long before they fill with data.
+ */
+static struct sk_buff *ntr_rx_skb(struct ntr_queue *q,
+				  const struct ntrdma_tqp_rcomp *c,
+				  struct ntr_rx_buf *b)
+{
+	struct device *dev = q->net->ndev->dma_dev;
+	struct sk_buff *skb;
+
+	if (c->len <= READ_ONCE(rx_copybreak)) {
+		skb = napi_alloc_skb(&q->napi, c->len);
+		if (skb) {
+			dma_sync_single_for_cpu(dev, b->dma, c->len,
+						DMA_FROM_DEVICE);
+			skb_put_data(skb, (u8 *)b->data + NTR_HEADROOM, c->len);
+			dma_sync_single_for_device(dev, b->dma, c->len,
+						   DMA_FROM_DEVICE);
+			ntr_repost(q, b);
+			return skb;
+		}
+	}
+	dma_unmap_single(dev, b->dma, q->net->rx_buf_len, DMA_FROM_DEVICE);
+	skb = build_skb(b->data, 0);
+	if (!skb) {
+		kfree(b->data);
+		b->data = NULL;
+		return NULL;
+	}
+	b->data = NULL;
+	skb_reserve(skb, NTR_HEADROOM);
+	skb_put(skb, c->len);
+	return skb;
+}
+
 static bool ntr_rx_one(struct ntr_queue *q,
 		       const struct ntrdma_tqp_rcomp *c, struct ntr_rx_buf *b)
 {
@@ -191,18 +247,11 @@ static bool ntr_rx_one(struct ntr_queue *q,
 	ntrdma_net_meta_unpack(c->meta, &m);
 	if (ntrdma_net_check_meta(&m, c->len))
 		return false;
-	dma_unmap_single(net->ndev->dma_dev, b->dma, net->rx_buf_len,
-			 DMA_FROM_DEVICE);
-	skb = build_skb(b->data, 0);
+	skb = ntr_rx_skb(q, c, b);
 	if (!skb) {
-		kfree(b->data);
-		b->data = NULL;
 		ntr_count(&q->rxc, &q->rxc.dropped, 1);
 		return true;
 	}
-	b->data = NULL;
-	skb_reserve(skb, NTR_HEADROOM);
-	skb_put(skb, c->len);
 
 	if (m.flags & NTRDMA_NET_CSUM_OK) {
 		if (m.csum_start || m.csum_offset) {

@@ -18,7 +18,7 @@ B_IP=10.78.0.2
 NTB_DRV=/sys/bus/ntb/drivers/ntrdma
 
 ktap_header
-ktap_plan 23
+ktap_plan 24
 
 if ! install_modules || ! ntb_pair; then
 	ktap_fail "ntb devices present"
@@ -111,6 +111,16 @@ iperf_check ntr_iperf3 tcp_BtoA "$A" "$B" "$A_IP" 5202
 iperf_check ntr_iperf3 tcp4_AtoB "$B" "$A" "$B_IP" 5202 -P 4
 iperf_check ntr_iperf3 tcp4_BtoA "$A" "$B" "$A_IP" 5202 -P 4
 iperf_check ntr_iperf3 udp_AtoB "$B" "$A" "$B_IP" 5202 -u -b 2G -l 8000
+
+# small datagrams: each must not cost the receiver a 64 KiB buffer
+# (copybreak), or its socket buffer overflows with a few hundred of them
+$B "iperf3 -s -1 -D -p 5205 >/dev/null 2>&1"
+sleep 1
+lost=$($A "timeout 60 iperf3 -J -c $B_IP -p 5205 -u -l 64 -b 0 -t 3" |
+	jq -r '.end.sum.lost_percent | floor' 2>/dev/null)
+metric ntr_udp64_lost_percent "${lost:-100}" "%"
+ktap_check "UDP 64-byte datagrams at full rate: receiver loses under 60% (${lost:-?}%)" \
+	test "${lost:-100}" -lt 60
 
 # 9: MTU changes
 mtu_ok=1
