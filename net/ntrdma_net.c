@@ -172,7 +172,6 @@ static void ntr_free_quarantine(struct ntr_queue *q)
 /* Post buffers up to a full ring and tell the peer. */
 static void ntr_refill(struct ntr_queue *q, gfp_t gfp)
 {
-
 	while (ntrdma_tqp_recv_room(q->qp)) {
 		if (ntr_post_one(q, gfp)) {
 			ntr_count(&q->rxc, &q->rxc.refill_fail, 1);
@@ -198,8 +197,7 @@ static void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
 	q->rx[ntrdma_ring_idx(pos, NTR_RING)] = keep;
 }
 
-/*
- * The skb for a received frame: built around the buffer the peer wrote (no
+/* The skb for a received frame: built around the buffer the peer wrote (no
  * copy), except for frames up to rx_copybreak bytes, which are copied into a
  * small skb while the buffer is posted again: an skb around a whole 64 KiB
  * buffer charges a socket 64 KiB per datagram (truesize), so small-datagram
