@@ -18,7 +18,9 @@ USERBUILD := $(BUILD)/user
 export KVER KDIR
 
 # Out of tree the CONFIG_ symbols come from here.
-KCONFIG := CONFIG_NTB_HW_IVSHMEM=m CONFIG_NTRDMA=m
+# The verbs face needs the kernel's user-space RDMA support (ib_uverbs).
+KCONFIG := CONFIG_NTB_HW_IVSHMEM=m CONFIG_NTRDMA=m \
+	   CONFIG_NTRDMA_VERBS=$(if $(shell grep -s '^CONFIG_INFINIBAND_USER_ACCESS=' $(KDIR)/.config),y,n)
 KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
 	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
 

@@ -597,6 +597,12 @@ void ntrdma_net_link_down(struct ntrdma_dev *ndev)
 	rtnl_unlock();
 }
 
+/* The netdev the verbs face binds its port to. */
+struct net_device *ntrdma_net_netdev(struct ntrdma_dev *ndev)
+{
+	return ndev->net ? ndev->net->netdev : NULL;
+}
+
 static int ntr_open(struct net_device *dev)
 {
 	struct ntrdma_net *net = netdev_priv(dev);

@@ -23,6 +23,8 @@ struct dma_chan;
 struct ntrdma_dev;
 struct ntrdma_net;
 struct ntrdma_tqp;
+struct ntrdma_ib;
+struct net_device;
 
 /* A virtual doorbell handler: runs in hard interrupt context. */
 typedef void (*ntrdma_vdb_fn)(struct ntrdma_dev *ndev, void *ctx);
@@ -206,6 +208,7 @@ struct ntrdma_dev {
 
 	/* faces */
 	struct ntrdma_net *net;
+	struct ntrdma_ib *ib;
 };
 
 /* link.c */
@@ -274,5 +277,19 @@ int ntrdma_net_add(struct ntrdma_dev *ndev);
 void ntrdma_net_del(struct ntrdma_dev *ndev, bool free_posted);
 void ntrdma_net_link_up(struct ntrdma_dev *ndev);
 void ntrdma_net_link_down(struct ntrdma_dev *ndev);
+struct net_device *ntrdma_net_netdev(struct ntrdma_dev *ndev);
+
+/* verbs face (rdma/ntrdma_ib.c); optional: CONFIG_NTRDMA_VERBS */
+#ifdef NTRDMA_VERBS
+int ntrdma_ib_add(struct ntrdma_dev *ndev);
+void ntrdma_ib_del(struct ntrdma_dev *ndev);
+void ntrdma_ib_link_up(struct ntrdma_dev *ndev);
+void ntrdma_ib_link_down(struct ntrdma_dev *ndev);
+#else
+static inline int ntrdma_ib_add(struct ntrdma_dev *ndev) { return 0; }
+static inline void ntrdma_ib_del(struct ntrdma_dev *ndev) { }
+static inline void ntrdma_ib_link_up(struct ntrdma_dev *ndev) { }
+static inline void ntrdma_ib_link_down(struct ntrdma_dev *ndev) { }
+#endif
 
 #endif /* NTRDMA_H */

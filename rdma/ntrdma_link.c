@@ -142,6 +142,7 @@ static void ntrdma_go_up(struct ntrdma_dev *ndev)
 	mod_timer(&ndev->hb_timer, jiffies + ntrdma_hb_period());
 	ntrdma_cmd_start(ndev);
 	ntrdma_net_link_up(ndev);
+	ntrdma_ib_link_up(ndev);
 }
 
 /* Leave the session: the faces stop and flush, a new epoch is published. */
@@ -156,6 +157,7 @@ static void ntrdma_go_down(struct ntrdma_dev *ndev, const char *why)
 		dev_info(&ndev->ntb->dev, "%s: link down: %s\n", ndev->name,
 			 why);
 		ntrdma_net_link_down(ndev);
+		ntrdma_ib_link_down(ndev);
 		ntrdma_cmd_stop(ndev);
 	}
 	/*
@@ -354,6 +356,7 @@ bool ntrdma_link_stop(struct ntrdma_dev *ndev)
 		dev_info(&ndev->ntb->dev, "%s: link down: unloading\n",
 			 ndev->name);
 		ntrdma_net_link_down(ndev);
+		ntrdma_ib_link_down(ndev);
 		ntrdma_cmd_stop(ndev);
 	}
 	ndev->pinbox = NULL;

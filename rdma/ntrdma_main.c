@@ -211,6 +211,10 @@ static int ntrdma_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	rc = ntrdma_net_add(ndev);
 	if (rc)
 		goto err_cmd;
+	/* The verbs face is optional: without it Ethernet still runs. */
+	rc = ntrdma_ib_add(ndev);
+	if (rc)
+		dev_warn(&ntb->dev, "%s: no verbs device: %d\n", ndev->name, rc);
 
 	ntb_db_set_mask(ntb, ntb_db_valid_mask(ntb));
 	rc = ntb_set_ctx(ntb, ndev, &ntrdma_ctx_ops);
@@ -226,6 +230,7 @@ static int ntrdma_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	return 0;
 
 err_net:
+	ntrdma_ib_del(ndev);
 	ntrdma_net_del(ndev, true);
 err_cmd:
 	ntrdma_dma_fini(ndev);
@@ -256,6 +261,7 @@ static void ntrdma_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	ntb_clear_ctx(ntb);
 	ntrdma_link_fini(ndev);
 	ntb_mw_clear_trans(ntb, 0, ndev->flat_mw);
+	ntrdma_ib_del(ndev);
 	ntrdma_net_del(ndev, ndev->peer_quiet);
 	ntrdma_dma_fini(ndev);
 	ntrdma_cmd_fini(ndev);

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: (GPL-2.0 WITH Linux-syscall-note) OR BSD-2-Clause */
+/*
+ * NTRDMA verbs user ABI: shared by the kernel driver (rdma/ntrdma_*.c) and
+ * the userspace provider (rdma/provider/). Fixed-width types only; every
+ * structure is padded to a multiple of 8 bytes.
+ *
+ * Queues live in kernel memory that the provider maps (mmap of the uverbs
+ * file at the offset returned in the create response). A ring is a control
+ * block (struct ntrdma_ring_ctl, NTRDMA_RING_CTL_SIZE bytes) followed by
+ * `entries` slots of `stride` bytes; `entries` is a power of two and the
+ * indexes are free-running 32-bit counters (slot = index & (entries - 1)).
+ *
+ *   CQ: the kernel produces (prod), the user consumes (cons). The user arms
+ *       the CQ by writing NTRDMA_CQ_ARM_* into `arm`.
+ *   SQ, RQ: the user produces (prod), the kernel consumes (cons). The kernel
+ *       never trusts prod: it checks prod - cons <= entries and copies every
+ *       WQE out of the ring before validating and using it.
+ */
+#ifndef NTRDMA_ABI_H
+#define NTRDMA_ABI_H
+
+#include <linux/types.h>
+
+#define NTRDMA_UVERBS_ABI_VERSION	1
+
+#define NTRDMA_MAX_SGE		16
+#define NTRDMA_MAX_INLINE	256	/* NTRDMA_MAX_SGE * sizeof(sge) */
+
+struct ntrdma_ring_ctl {
+	__u32 prod;		/* written by the producer only */
+	__u32 pad0[15];
+	__u32 cons;		/* written by the consumer only */
+	__u32 pad1[15];
+	__u32 arm;		/* CQ: NTRDMA_CQ_ARM_*, written by the user */
+	__u32 pad2[15];
+	__u32 pad3[16];
+};
+
+#define NTRDMA_RING_CTL_SIZE	256
+
+enum {
+	NTRDMA_CQ_ARM_NEXT	= 1 << 0,	/* next completion */
+	NTRDMA_CQ_ARM_SOLICITED	= 1 << 1,	/* next solicited completion */
+};
+
+struct ntrdma_sge {
+	__aligned_u64 addr;
+	__u32 length;
+	__u32 lkey;
+};
+
+/* A completion, as ibv_wc carries it (opcode and status: IBV_WC_* values). */
+struct ntrdma_cqe {
+	__aligned_u64 wr_id;
+	__u32 status;
+	__u32 opcode;
+	__u32 byte_len;
+	__u32 qp_num;
+	__u32 imm_data;		/* big endian, as on the wire */
+	__u32 wc_flags;		/* IBV_WC_WITH_IMM ... */
+	__u32 src_qp;
+	__u32 vendor_err;
+};
+
+/* Send WQE: opcode is an IBV_WR_* value, flags IBV_SEND_* values. */
+struct ntrdma_send_wqe {
+	__aligned_u64 wr_id;
+	__u32 opcode;
+	__u32 flags;
+	__u32 num_sge;		/* or, with IBV_SEND_INLINE, 0 */
+	__u32 inline_len;	/* bytes of inline data in sge[] */
+	__u32 imm_data;		/* big endian; or invalidate rkey */
+	__u32 rkey;
+	__aligned_u64 remote_addr;
+	__aligned_u64 compare_add;
+	__aligned_u64 swap;
+	__u32 reserved[2];
+	union {
+		struct ntrdma_sge sge[NTRDMA_MAX_SGE];
+		__u8 inline_data[NTRDMA_MAX_INLINE];
+	};
+};
+
+struct ntrdma_recv_wqe {
+	__aligned_u64 wr_id;
+	__u32 num_sge;
+	__u32 reserved;
+	struct ntrdma_sge sge[NTRDMA_MAX_SGE];
+};
+
+struct ntrdma_alloc_ucontext_resp {
+	__u32 abi_version;
+	__u32 max_sge;
+	__u32 max_inline;
+	__u32 ring_ctl_size;
+	__u32 cqe_size;
+	__u32 send_wqe_size;
+	__u32 recv_wqe_size;
+	__u32 reserved;
+};
+
+struct ntrdma_create_cq_resp {
+	__aligned_u64 ring_offset;	/* mmap offset */
+	__aligned_u64 ring_size;	/* bytes to map */
+	__u32 entries;
+	__u32 cq_id;
+};
+
+struct ntrdma_create_qp_resp {
+	__aligned_u64 sq_offset;
+	__aligned_u64 sq_size;
+	__aligned_u64 rq_offset;
+	__aligned_u64 rq_size;
+	__u32 sq_entries;
+	__u32 rq_entries;
+	__u32 qp_num;
+	__u32 reserved;
+};
+
+#endif /* NTRDMA_ABI_H */

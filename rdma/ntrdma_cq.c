@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA verbs face: completion queues.
+ *
+ * A CQ is a ring of struct ntrdma_cqe in vmalloc_user memory (see
+ * ntrdma_abi.h); userspace maps it and polls without system calls. The
+ * engine produces with ntrdma_cq_post(); kernel consumers poll with
+ * ntrdma_poll_cq() under a spinlock (never sleeping). Arming is a flag word
+ * in the ring (NTRDMA_CQ_ARM_NEXT / _SOLICITED) that the user or
+ * req_notify_cq sets and the producer consumes atomically (xchg) when it
+ * decides to call the completion handler.
+ */
+
+#include <linux/vmalloc.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "ntrdma_ib.h"
+
+int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		     struct ib_udata *udata)
+{
+	struct ntrdma_ib *nib = to_nib(ibcq->device);
+	struct ntrdma_cq *cq = to_ncq(ibcq);
+	struct ntrdma_create_cq_resp resp = {};
+	u32 entries;
+	int rc;
+
+	if (attr->flags)
+		return -EOPNOTSUPP;
+	if (attr->cqe < 1 || attr->cqe > NTRDMA_MAX_CQE)
+		return -EINVAL;
+	if (attr->comp_vector >= ibcq->device->num_comp_vectors)
+		return -EINVAL;
+	if (udata && udata->outlen < sizeof(resp))
+		return -EINVAL;
+
+	spin_lock_init(&cq->lock);
+	cq->user = !!udata;
+	entries = roundup_pow_of_two(attr->cqe);
+	rc = ntrdma_ring_alloc(&cq->ring, entries, sizeof(struct ntrdma_cqe));
+	if (rc)
+		return rc;
+	rc = xa_alloc_cyclic(&nib->cq_xa, &cq->id, cq,
+			     XA_LIMIT(1, NTRDMA_MAX_CQ), &nib->cq_next,
+			     GFP_KERNEL);
+	if (rc < 0) {
+		rc = rc == -EBUSY ? -ENOMEM : rc;
+		goto err_ring;
+	}
+	if (udata) {
+		rc = ntrdma_ring_map(&cq->ring, udata, &resp.ring_offset);
+		if (rc)
+			goto err_xa;
+		resp.ring_size = cq->ring.size;
+		resp.entries = entries;
+		resp.cq_id = cq->id;
+		rc = ib_copy_to_udata(udata, &resp, sizeof(resp));
+		if (rc)
+			goto err_xa;
+	}
+	ibcq->cqe = entries;
+	return 0;
+
+err_xa:
+	xa_erase(&nib->cq_xa, cq->id);
+err_ring:
+	ntrdma_ring_free(&cq->ring);
+	return rc;
+}
+
+int ntrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
+{
+	struct ntrdma_cq *cq = to_ncq(ibcq);
+
+	xa_erase(&to_nib(ibcq->device)->cq_xa, cq->id);
+	ntrdma_ring_free(&cq->ring);
+	return 0;
+}
+
+static void ntrdma_cqe_to_wc(struct ntrdma_ib *nib, const struct ntrdma_cqe *e,
+			     struct ib_wc *wc)
+{
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = e->wr_id;
+	wc->status = e->status;
+	wc->opcode = e->opcode;
+	wc->byte_len = e->byte_len;
+	wc->ex.imm_data = (__force __be32)e->imm_data;
+	wc->wc_flags = e->wc_flags;
+	wc->src_qp = e->src_qp;
+	wc->vendor_err = e->vendor_err;
+	wc->port_num = 1;
+	/* The engine destroys a QP only after flushing its completions. */
+	wc->qp = xa_load(&nib->qp_xa, e->qp_num);
+}
+
+/*
+ * Kernel poll (kernel CQs, and the uverbs poll_cq command on user CQs whose
+ * consumer index then comes from the user: checked before use).
+ */
+int ntrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
+{
+	struct ntrdma_ib *nib = to_nib(ibcq->device);
+	struct ntrdma_cq *cq = to_ncq(ibcq);
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&cq->ring);
+	struct ntrdma_cqe e;
+	unsigned long flags;
+	u32 prod, cons;
+	int n = 0;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	/* acquire: the entries before the index that publishes them */
+	prod = smp_load_acquire(&ctl->prod);
+	cons = READ_ONCE(ctl->cons);
+	if (prod - cons > cq->ring.entries) {
+		n = -EINVAL;	/* a user broke its consumer index */
+		goto out;
+	}
+	while (n < num_entries && cons != prod) {
+		memcpy(&e, ntrdma_ring_slot(&cq->ring, cons), sizeof(e));
+		ntrdma_cqe_to_wc(nib, &e, &wc[n]);
+		n++;
+		cons++;
+	}
+	/* release: done reading the slots before handing them back */
+	smp_store_release(&ctl->cons, cons);
+out:
+	spin_unlock_irqrestore(&cq->lock, flags);
+	return n;
+}
+
+int ntrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
+{
+	struct ntrdma_cq *cq = to_ncq(ibcq);
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&cq->ring);
+	u32 arm, prod;
+
+	arm = (flags & IB_CQ_SOLICITED_MASK) == IB_CQ_SOLICITED ?
+		NTRDMA_CQ_ARM_SOLICITED : NTRDMA_CQ_ARM_NEXT;
+	/* Ordered before the check below: a racing producer sees the arm. */
+	smp_store_mb(ctl->arm, arm);
+	/* acquire: pairs with the producer's release of prod */
+	prod = smp_load_acquire(&ctl->prod);
+	if ((flags & IB_CQ_REPORT_MISSED_EVENTS) &&
+	    prod != READ_ONCE(ctl->cons))
+		return 1;
+	return 0;
+}
+
+/*
+ * Engine API: add one completion. Returns -ENOSPC when the CQ is full (the
+ * caller then raises IB_EVENT_CQ_ERR). Calls the completion handler when
+ * the CQ was armed for this kind of completion. Any context.
+ */
+int ntrdma_cq_post(struct ntrdma_cq *cq, const struct ntrdma_cqe *e,
+		   bool solicited)
+{
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&cq->ring);
+	unsigned long flags;
+	u32 prod, arm;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	prod = READ_ONCE(ctl->prod);
+	if (prod - READ_ONCE(ctl->cons) >= cq->ring.entries) {
+		spin_unlock_irqrestore(&cq->lock, flags);
+		return -ENOSPC;
+	}
+	memcpy(ntrdma_ring_slot(&cq->ring, prod), e, sizeof(*e));
+	/* release: the entry before the index that publishes it */
+	smp_store_release(&ctl->prod, prod + 1);
+	spin_unlock_irqrestore(&cq->lock, flags);
+
+	smp_mb(); /* prod before reading arm; pairs with req_notify_cq */
+	arm = READ_ONCE(ctl->arm);
+	if (!arm || (arm == NTRDMA_CQ_ARM_SOLICITED && !solicited &&
+		     e->status == IB_WC_SUCCESS))
+		return 0;
+	if (cmpxchg(&ctl->arm, arm, 0) == arm && cq->ibcq.comp_handler)
+		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+	return 0;
+}

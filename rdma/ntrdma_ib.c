@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA verbs face: one ib_device per ntrdma device (ntrdma%d), port 1
+ * bound to the device's netdev (ntr%d), port state following the shared
+ * link (ntrdma_link_is_up(); PORT_ACTIVE / PORT_ERR events).
+ *
+ * Node type and transport: an InfiniBand CA with an Ethernet link layer
+ * whose port speaks the RoCE v2 protocol as far as addressing goes (GIDs
+ * are the netdev's addresses, filled in by the RDMA core), not an iWARP RNIC
+ * as the earlier NTRDMA was. Why:
+ *  - Our link is point to point and QPs are connected by telling each side
+ *    the other's QP number: the IB model (modify_qp to RTR with dest_qp_num)
+ *    that ibv_rc_pingpong, perftest and qperf use directly. On an iWARP
+ *    device RTS is only reached through iw_cm (perftest forces rdma_cm on
+ *    iWARP), so every tool would need a connection manager first.
+ *  - RoCE GIDs come from ntr%d's IP addresses, so rdma_cm can later resolve
+ *    IP addresses to this device with no code of ours.
+ * The cost: rdma_cm on RoCE needs a GSI QP (QP1, UD) carrying CM MADs. Until
+ * the engine can carry one, the port does NOT advertise the MAD and CM
+ * capabilities (so ib_mad and ib_cm leave it alone); adding them, with QP1,
+ * is what makes rdma_cm work (the alternative, iw_cm verbs over the command
+ * channel, would need node type RNIC and the iWARP QP model).
+ */
+
+#include <linux/etherdevice.h>
+#include <net/addrconf.h>
+#include <linux/mm.h>
+#include <linux/vmalloc.h>
+#include <rdma/ib_mad.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "ntrdma_ib.h"
+
+/* ---- rings shared with userspace ---- */
+
+int ntrdma_ring_alloc(struct ntrdma_ring *ring, u32 entries, u32 stride)
+{
+	size_t size;
+
+	if (!entries || !is_power_of_2(entries))
+		return -EINVAL;
+	size = PAGE_ALIGN(NTRDMA_RING_CTL_SIZE + (size_t)entries * stride);
+	ring->buf = vmalloc_user(size);	/* zeroed */
+	if (!ring->buf)
+		return -ENOMEM;
+	ring->size = size;
+	ring->entries = entries;
+	ring->stride = stride;
+	ring->mmap = NULL;
+	return 0;
+}
+
+/*
+ * Offer the ring to the user: from now on the mmap entry owns the memory
+ * (freed in ntrdma_mmap_free() when the entry is removed and unmapped).
+ */
+int ntrdma_ring_map(struct ntrdma_ring *ring, struct ib_udata *udata,
+		    u64 *offset)
+{
+	struct ntrdma_ucontext *uc = rdma_udata_to_drv_context(udata,
+			struct ntrdma_ucontext, ibuc);
+	struct ntrdma_mmap_entry *e;
+	int rc;
+
+	e = kzalloc(sizeof(*e), GFP_KERNEL);
+	if (!e)
+		return -ENOMEM;
+	e->buf = ring->buf;
+	rc = rdma_user_mmap_entry_insert(&uc->ibuc, &e->rdma, ring->size);
+	if (rc) {
+		kfree(e);
+		return rc;
+	}
+	ring->mmap = &e->rdma;
+	*offset = rdma_user_mmap_get_offset(&e->rdma);
+	return 0;
+}
+
+void ntrdma_ring_free(struct ntrdma_ring *ring)
+{
+	if (ring->mmap)
+		rdma_user_mmap_entry_remove(ring->mmap);	/* frees later */
+	else
+		vfree(ring->buf);
+	ring->buf = NULL;
+	ring->mmap = NULL;
+}
+
+static void ntrdma_mmap_free(struct rdma_user_mmap_entry *rdma)
+{
+	struct ntrdma_mmap_entry *e =
+		container_of(rdma, struct ntrdma_mmap_entry, rdma);
+
+	vfree(e->buf);
+	kfree(e);
+}
+
+static int ntrdma_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
+{
+	struct rdma_user_mmap_entry *rdma;
+	struct ntrdma_mmap_entry *e;
+	int rc;
+
+	rdma = rdma_user_mmap_entry_get(ibuc, vma);
+	if (!rdma)
+		return -EINVAL;
+	e = container_of(rdma, struct ntrdma_mmap_entry, rdma);
+	if (vma->vm_end - vma->vm_start != rdma->npages << PAGE_SHIFT)
+		rc = -EINVAL;
+	else
+		rc = remap_vmalloc_range(vma, e->buf, 0);
+	rdma_user_mmap_entry_put(rdma);
+	return rc;
+}
+
+/* ---- ucontext ---- */
+
+static int ntrdma_alloc_ucontext(struct ib_ucontext *ibuc,
+				 struct ib_udata *udata)
+{
+	struct ntrdma_alloc_ucontext_resp resp = {
+		.abi_version = NTRDMA_UVERBS_ABI_VERSION,
+		.max_sge = NTRDMA_MAX_SGE,
+		.max_inline = NTRDMA_MAX_INLINE,
+		.ring_ctl_size = NTRDMA_RING_CTL_SIZE,
+		.cqe_size = sizeof(struct ntrdma_cqe),
+		.send_wqe_size = sizeof(struct ntrdma_send_wqe),
+		.recv_wqe_size = sizeof(struct ntrdma_recv_wqe),
+	};
+
+	if (udata->outlen < sizeof(resp))
+		return -EINVAL;
+	return ib_copy_to_udata(udata, &resp, sizeof(resp));
+}
+
+static void ntrdma_dealloc_ucontext(struct ib_ucontext *ibuc)
+{
+}
+
+/* Unload with users: the core zaps their mappings; nothing else to do. */
+static void ntrdma_disassociate_ucontext(struct ib_ucontext *ibuc)
+{
+}
+
+/* ---- device and port queries ---- */
+
+static int ntrdma_query_device(struct ib_device *ibdev,
+			       struct ib_device_attr *attr,
+			       struct ib_udata *udata)
+{
+	if (udata->inlen || udata->outlen)
+		return -EINVAL;
+
+	memset(attr, 0, sizeof(*attr));
+	attr->fw_ver = NTRDMA_VERSION;
+	attr->sys_image_guid = ibdev->node_guid;
+	attr->max_mr_size = NTRDMA_MAX_MR_SIZE;
+	attr->page_size_cap = PAGE_SIZE;
+	attr->vendor_id = 0;
+	attr->vendor_part_id = 0;
+	attr->hw_ver = 1;
+	attr->max_qp = NTRDMA_MAX_QP;
+	attr->max_qp_wr = NTRDMA_MAX_QP_WR;
+	attr->device_cap_flags = IB_DEVICE_MEM_MGT_EXTENSIONS;
+	attr->max_send_sge = NTRDMA_MAX_SGE;
+	attr->max_recv_sge = NTRDMA_MAX_SGE;
+	attr->max_sge_rd = NTRDMA_MAX_SGE;
+	attr->max_cq = NTRDMA_MAX_CQ;
+	attr->max_cqe = NTRDMA_MAX_CQE;
+	attr->max_mr = NTRDMA_MAX_MR;
+	attr->max_pd = NTRDMA_MAX_PD;
+	attr->max_qp_rd_atom = NTRDMA_MAX_RD_ATOM;
+	attr->max_qp_init_rd_atom = NTRDMA_MAX_RD_ATOM;
+	attr->max_res_rd_atom = NTRDMA_MAX_RD_ATOM * NTRDMA_MAX_QP;
+	/* No atomics, SRQ or MW until the data path implements them. */
+	attr->atomic_cap = IB_ATOMIC_NONE;
+	attr->max_pkeys = 1;
+	attr->local_ca_ack_delay = 15;
+	attr->max_fast_reg_page_list_len = NTRDMA_MAX_FRPL;
+	attr->max_pi_fast_reg_page_list_len = 0;
+	return 0;
+}
+
+static int ntrdma_query_port(struct ib_device *ibdev, u32 port,
+			     struct ib_port_attr *attr)
+{
+	struct ntrdma_ib *nib = to_nib(ibdev);
+	bool up = ntrdma_link_is_up(nib->ndev);
+
+	/* The core zeroed attr. */
+	attr->state = up ? IB_PORT_ACTIVE : IB_PORT_DOWN;
+	attr->phys_state = up ? IB_PORT_PHYS_STATE_LINK_UP :
+				IB_PORT_PHYS_STATE_DISABLED;
+	attr->max_mtu = IB_MTU_4096;
+	attr->active_mtu = IB_MTU_4096;
+	attr->gid_tbl_len = NTRDMA_GID_TBL_LEN;
+	attr->port_cap_flags = IB_PORT_CM_SUP;
+	attr->max_msg_sz = 1U << 31;
+	attr->pkey_tbl_len = 1;
+	attr->active_width = IB_WIDTH_4X;
+	attr->active_speed = IB_SPEED_EDR;
+	return 0;
+}
+
+static int ntrdma_query_pkey(struct ib_device *ibdev, u32 port, u16 index,
+			     u16 *pkey)
+{
+	if (index > 0)
+		return -EINVAL;
+	*pkey = IB_DEFAULT_PKEY_FULL;
+	return 0;
+}
+
+static int ntrdma_get_port_immutable(struct ib_device *ibdev, u32 port,
+				     struct ib_port_immutable *immutable)
+{
+	struct ib_port_attr attr = {};
+	int rc;
+
+	rc = ib_query_port(ibdev, port, &attr);
+	if (rc)
+		return rc;
+	immutable->pkey_tbl_len = attr.pkey_tbl_len;
+	immutable->gid_tbl_len = attr.gid_tbl_len;
+	/* RoCE v2 addressing; no MAD/CM until a GSI QP exists (see top). */
+	immutable->core_cap_flags = RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP;
+	immutable->max_mad_size = 0;
+	return 0;
+}
+
+static enum rdma_link_layer ntrdma_get_link_layer(struct ib_device *ibdev,
+						  u32 port)
+{
+	return IB_LINK_LAYER_ETHERNET;
+}
+
+static void ntrdma_get_dev_fw_str(struct ib_device *ibdev, char *str)
+{
+	snprintf(str, IB_FW_VERSION_NAME_MAX, "%u", NTRDMA_VERSION);
+}
+
+static const struct ib_device_ops ntrdma_ib_ops = {
+	.owner = THIS_MODULE,
+	.uverbs_abi_ver = NTRDMA_UVERBS_ABI_VERSION,
+	.driver_id = RDMA_DRIVER_UNKNOWN,
+
+	.alloc_mr = ntrdma_alloc_mr,
+	.alloc_pd = ntrdma_alloc_pd,
+	.alloc_ucontext = ntrdma_alloc_ucontext,
+	.create_cq = ntrdma_create_cq,
+	.create_qp = ntrdma_create_qp,
+	.dealloc_pd = ntrdma_dealloc_pd,
+	.dealloc_ucontext = ntrdma_dealloc_ucontext,
+	.dereg_mr = ntrdma_dereg_mr,
+	.destroy_cq = ntrdma_destroy_cq,
+	.destroy_qp = ntrdma_destroy_qp,
+	.disassociate_ucontext = ntrdma_disassociate_ucontext,
+	.get_dev_fw_str = ntrdma_get_dev_fw_str,
+	.get_dma_mr = ntrdma_get_dma_mr,
+	.get_link_layer = ntrdma_get_link_layer,
+	.get_port_immutable = ntrdma_get_port_immutable,
+	.map_mr_sg = ntrdma_map_mr_sg,
+	.mmap = ntrdma_mmap,
+	.mmap_free = ntrdma_mmap_free,
+	.modify_qp = ntrdma_modify_qp,
+	.poll_cq = ntrdma_poll_cq,
+	.post_recv = ntrdma_post_recv,
+	.post_send = ntrdma_post_send,
+	.query_device = ntrdma_query_device,
+	.query_pkey = ntrdma_query_pkey,
+	.query_port = ntrdma_query_port,
+	.query_qp = ntrdma_query_qp,
+	.reg_user_mr = ntrdma_reg_user_mr,
+	.req_notify_cq = ntrdma_req_notify_cq,
+
+	INIT_RDMA_OBJ_SIZE(ib_cq, ntrdma_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_pd, ntrdma_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, ntrdma_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, ntrdma_ucontext, ibuc),
+};
+
+/* ---- registration ---- */
+
+int ntrdma_ib_add(struct ntrdma_dev *ndev)
+{
+	struct net_device *netdev = ntrdma_net_netdev(ndev);
+	struct ntrdma_ib *nib;
+	struct ib_device *ibdev;
+	int rc;
+
+	if (!netdev)
+		return -ENODEV;
+	nib = ib_alloc_device(ntrdma_ib, ibdev);
+	if (!nib)
+		return -ENOMEM;
+	nib->ndev = ndev;
+	ibdev = &nib->ibdev;
+	xa_init_flags(&nib->qp_xa, XA_FLAGS_ALLOC);
+	xa_init_flags(&nib->cq_xa, XA_FLAGS_ALLOC);
+	atomic_set(&nib->num_pd, 0);
+	rc = ntrdma_mem_init(nib);
+	if (rc)
+		goto err_dealloc;
+
+	ibdev->node_type = RDMA_NODE_IB_CA;
+	ibdev->phys_port_cnt = 1;
+	ibdev->num_comp_vectors = num_online_cpus();
+	ibdev->dev.parent = &ndev->ntb->dev;
+	strscpy(ibdev->node_desc, "NTRDMA (PCIe NTB)", sizeof(ibdev->node_desc));
+	addrconf_addr_eui48((unsigned char *)&ibdev->node_guid,
+			    netdev->dev_addr);
+	ib_set_device_ops(ibdev, &ntrdma_ib_ops);
+
+	rc = ib_device_set_netdev(ibdev, netdev, 1);
+	if (rc)
+		goto err_mem;
+	/* No DMA device: the core uses virtual addresses (as rxe and siw). */
+	rc = ib_register_device(ibdev, "ntrdma%d", NULL);
+	if (rc)
+		goto err_mem;
+	ndev->ib = nib;
+	dev_info(&ndev->ntb->dev, "%s: verbs device %s on %s\n", ndev->name,
+		 dev_name(&ibdev->dev), netdev_name(netdev));
+	return 0;
+
+err_mem:
+	ntrdma_mem_fini(nib);
+err_dealloc:
+	xa_destroy(&nib->qp_xa);
+	xa_destroy(&nib->cq_xa);
+	ib_dealloc_device(ibdev);
+	return rc;
+}
+
+/* Before the netdev goes: the ib_device holds a reference to it. */
+void ntrdma_ib_del(struct ntrdma_dev *ndev)
+{
+	struct ntrdma_ib *nib = ndev->ib;
+
+	if (!nib)
+		return;
+	ndev->ib = NULL;
+	ib_unregister_device(&nib->ibdev);	/* waits for/evicts users */
+	WARN_ON(!xa_empty(&nib->qp_xa) || !xa_empty(&nib->cq_xa));
+	ntrdma_mem_fini(nib);
+	xa_destroy(&nib->qp_xa);
+	xa_destroy(&nib->cq_xa);
+	ib_dealloc_device(&nib->ibdev);
+}
+
+static void ntrdma_ib_port_event(struct ntrdma_dev *ndev,
+				 enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.event = type,
+		.element.port_num = 1,
+	};
+
+	if (!ndev->ib)
+		return;
+	ev.device = &ndev->ib->ibdev;
+	ib_dispatch_event(&ev);
+}
+
+void ntrdma_ib_link_up(struct ntrdma_dev *ndev)
+{
+	ntrdma_ib_port_event(ndev, IB_EVENT_PORT_ACTIVE);
+}
+
+void ntrdma_ib_link_down(struct ntrdma_dev *ndev)
+{
+	ntrdma_ib_port_event(ndev, IB_EVENT_PORT_ERR);
+}

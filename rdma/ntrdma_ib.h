@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * NTRDMA verbs face: the ib_device of one ntrdma device and its objects.
+ * One concept per file: ntrdma_ib.c (device, ports, ucontext, mmap),
+ * ntrdma_mem.c (PD, MR, keys), ntrdma_cq.c (CQ rings), ntrdma_qp.c (QPs).
+ */
+#ifndef NTRDMA_IB_H
+#define NTRDMA_IB_H
+
+#include <linux/completion.h>
+#include <linux/mutex.h>
+#include <linux/refcount.h>
+#include <linux/spinlock.h>
+#include <linux/xarray.h>
+#include <rdma/ib_umem.h>
+#include <rdma/ib_verbs.h>
+
+#include "ntrdma.h"
+#include "ntrdma_abi.h"
+
+/* Limits advertised in query_device and enforced exactly. */
+#define NTRDMA_MAX_QP		4096
+#define NTRDMA_MAX_QP_WR	4096
+#define NTRDMA_MAX_CQ		4096
+#define NTRDMA_MAX_CQE		65535
+#define NTRDMA_MAX_MR		16384
+#define NTRDMA_MAX_PD		4096
+#define NTRDMA_MAX_MR_SIZE	BIT_ULL(40)
+#define NTRDMA_MAX_RD_ATOM	16
+#define NTRDMA_MAX_FRPL		512	/* fast-reg page list entries */
+#define NTRDMA_GID_TBL_LEN	32
+#define NTRDMA_FIRST_QPN	2	/* 0 and 1 are special in IB */
+
+struct ntrdma_ib {
+	struct ib_device ibdev;
+	struct ntrdma_dev *ndev;
+
+	struct xarray mr_xa;		/* key index -> struct ntrdma_mr */
+	u8 *mr_tag;			/* last tag used at each index */
+	struct xarray qp_xa;		/* QP number -> struct ntrdma_qp */
+	u32 qp_next;			/* cyclic QPN allocation */
+	struct xarray cq_xa;		/* CQ id -> struct ntrdma_cq */
+	u32 cq_next;
+	atomic_t num_pd;
+};
+
+struct ntrdma_ucontext {
+	struct ib_ucontext ibuc;
+};
+
+/* A kernel ring (CQ, SQ or RQ), shared with userspace when mapped. */
+struct ntrdma_ring {
+	void *buf;			/* vmalloc_user, ctl then slots */
+	size_t size;			/* bytes, page aligned */
+	u32 entries;			/* power of two */
+	u32 stride;
+	struct rdma_user_mmap_entry *mmap;	/* NULL for kernel users */
+};
+
+struct ntrdma_mmap_entry {
+	struct rdma_user_mmap_entry rdma;
+	void *buf;			/* freed with the last mapping */
+};
+
+struct ntrdma_pd {
+	struct ib_pd ibpd;
+};
+
+enum ntrdma_mr_kind {
+	NTRDMA_MR_USER,			/* pinned user pages (ib_umem) */
+	NTRDMA_MR_DMA,			/* kernel users: all kernel memory */
+	NTRDMA_MR_FRMR,			/* fast registration (map_mr_sg) */
+};
+
+struct ntrdma_mr {
+	struct ib_mr ibmr;
+	enum ntrdma_mr_kind kind;
+	u32 index;
+	int access;
+	u64 iova;
+	u64 length;
+	struct ib_umem *umem;		/* NTRDMA_MR_USER */
+	u64 *pages;			/* NTRDMA_MR_FRMR */
+	u32 max_pages;
+	u32 npages;
+	refcount_t refs;		/* 1 while registered + data path */
+	struct completion released;
+};
+
+struct ntrdma_cq {
+	struct ib_cq ibcq;
+	u32 id;
+	spinlock_t lock;		/* kernel-side consumers, notify */
+	struct ntrdma_ring ring;
+	bool user;
+};
+
+struct ntrdma_qp {
+	struct ib_qp ibqp;
+	struct mutex lock;		/* attributes and state */
+	spinlock_t rq_lock;		/* kernel post_recv */
+	enum ib_qp_state state;
+	struct ntrdma_ring sq;
+	struct ntrdma_ring rq;
+	bool user;
+	struct ib_qp_cap cap;
+	enum ib_sig_type sq_sig_type;
+
+	/* attributes set by modify_qp, reported by query_qp */
+	u32 dest_qp_num;
+	u32 sq_psn;
+	u32 rq_psn;
+	int qp_access_flags;
+	enum ib_mtu path_mtu;
+	u16 pkey_index;
+	u8 port_num;
+	u8 max_rd_atomic;
+	u8 max_dest_rd_atomic;
+	u8 min_rnr_timer;
+	u8 timeout;
+	u8 retry_cnt;
+	u8 rnr_retry;
+	struct rdma_ah_attr ah_attr;
+};
+
+static inline struct ntrdma_ib *to_nib(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct ntrdma_ib, ibdev);
+}
+
+static inline struct ntrdma_pd *to_npd(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct ntrdma_pd, ibpd);
+}
+
+static inline struct ntrdma_mr *to_nmr(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct ntrdma_mr, ibmr);
+}
+
+static inline struct ntrdma_cq *to_ncq(struct ib_cq *ibcq)
+{
+	return container_of(ibcq, struct ntrdma_cq, ibcq);
+}
+
+static inline struct ntrdma_qp *to_nqp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct ntrdma_qp, ibqp);
+}
+
+/* ntrdma_ib.c: rings shared with userspace */
+int ntrdma_ring_alloc(struct ntrdma_ring *ring, u32 entries, u32 stride);
+int ntrdma_ring_map(struct ntrdma_ring *ring, struct ib_udata *udata,
+		    u64 *offset);
+void ntrdma_ring_free(struct ntrdma_ring *ring);
+
+static inline struct ntrdma_ring_ctl *ntrdma_ring_ctl(struct ntrdma_ring *r)
+{
+	return r->buf;
+}
+
+static inline void *ntrdma_ring_slot(struct ntrdma_ring *r, u32 idx)
+{
+	return r->buf + NTRDMA_RING_CTL_SIZE +
+		(size_t)(idx & (r->entries - 1)) * r->stride;
+}
+
+/* ntrdma_mem.c */
+int ntrdma_mem_init(struct ntrdma_ib *nib);
+void ntrdma_mem_fini(struct ntrdma_ib *nib);
+int ntrdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
+int ntrdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);
+struct ib_mr *ntrdma_get_dma_mr(struct ib_pd *ibpd, int access);
+struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				 u64 iova, int access, struct ib_udata *udata);
+struct ib_mr *ntrdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
+			      u32 max_num_sg);
+int ntrdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		     unsigned int *sg_offset);
+int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct ntrdma_mr *ntrdma_mr_get(struct ntrdma_ib *nib, u32 key,
+				struct ib_pd *pd, int access);
+void ntrdma_mr_put(struct ntrdma_mr *mr);
+
+/* ntrdma_cq.c */
+int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		     struct ib_udata *udata);
+int ntrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
+int ntrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
+int ntrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+int ntrdma_cq_post(struct ntrdma_cq *cq, const struct ntrdma_cqe *e,
+		   bool solicited);
+
+/* ntrdma_qp.c */
+int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
+		     struct ib_udata *udata);
+int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
+		     int mask, struct ib_udata *udata);
+int ntrdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		    struct ib_qp_init_attr *init_attr);
+int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+int ntrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		     const struct ib_send_wr **bad_wr);
+int ntrdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		     const struct ib_recv_wr **bad_wr);
+
+#endif /* NTRDMA_IB_H */

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA verbs face: protection domains and memory regions.
+ *
+ * Keys: key = index << 8 | tag. The index (1..NTRDMA_MAX_MR) finds the MR
+ * in an xarray; the 8-bit tag is random and never the tag the index had
+ * last time, so a stale or guessed key of a reused index does not match.
+ * lkey == rkey. No key, flag or opcode names a physical or DMA address:
+ * user MRs are pinned user pages (ib_umem), the DMA MR exists for kernel
+ * users only (ib_alloc_pd), and there is no reserved lkey.
+ *
+ * Lifetime: the data path takes a reference with ntrdma_mr_get() (which
+ * checks key, PD and access) and drops it when the transfer using the MR
+ * is complete; dereg_mr unpublishes the key, then waits for those
+ * references before unpinning.
+ */
+
+#include <linux/random.h>
+#include <linux/slab.h>
+
+#include "ntrdma_ib.h"
+
+#define NTRDMA_ACCESS_SUPPORTED	(IB_ACCESS_LOCAL_WRITE |	\
+				 IB_ACCESS_REMOTE_WRITE |	\
+				 IB_ACCESS_REMOTE_READ |	\
+				 IB_ACCESS_REMOTE_ATOMIC)
+
+int ntrdma_mem_init(struct ntrdma_ib *nib)
+{
+	xa_init_flags(&nib->mr_xa, XA_FLAGS_ALLOC);
+	nib->mr_tag = kcalloc(NTRDMA_MAX_MR + 1, sizeof(*nib->mr_tag),
+			      GFP_KERNEL);
+	return nib->mr_tag ? 0 : -ENOMEM;
+}
+
+void ntrdma_mem_fini(struct ntrdma_ib *nib)
+{
+	WARN_ON(!xa_empty(&nib->mr_xa));
+	xa_destroy(&nib->mr_xa);
+	kfree(nib->mr_tag);
+	nib->mr_tag = NULL;
+}
+
+/* ---- PD ---- */
+
+int ntrdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct ntrdma_ib *nib = to_nib(ibpd->device);
+
+	if (atomic_inc_return(&nib->num_pd) > NTRDMA_MAX_PD) {
+		atomic_dec(&nib->num_pd);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int ntrdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	atomic_dec(&to_nib(ibpd->device)->num_pd);
+	return 0;
+}
+
+/* ---- MR ---- */
+
+/* Optional bits (relaxed ordering...) are hints we may ignore. */
+static int ntrdma_check_access(int access)
+{
+	access &= ~IB_ACCESS_OPTIONAL;
+	if (access & ~NTRDMA_ACCESS_SUPPORTED)
+		return -EINVAL;
+	/* Remote writers need local write, as the IB spec (and core) say. */
+	if ((access & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IB_ACCESS_LOCAL_WRITE))
+		return -EINVAL;
+	return 0;
+}
+
+static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
+				       enum ntrdma_mr_kind kind, int access)
+{
+	struct ntrdma_mr *mr;
+	u32 index;
+	u8 tag;
+	int rc;
+
+	rc = ntrdma_check_access(access);
+	if (rc)
+		return ERR_PTR(rc);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	/* Reserve an index; the MR is published once it is complete. */
+	rc = xa_alloc(&nib->mr_xa, &index, NULL, XA_LIMIT(1, NTRDMA_MAX_MR),
+		      GFP_KERNEL);
+	if (rc) {
+		kfree(mr);
+		return ERR_PTR(rc == -EBUSY ? -ENOMEM : rc);
+	}
+	do {
+		tag = get_random_u32() & 0xff;
+	} while (tag == nib->mr_tag[index]);
+	nib->mr_tag[index] = tag;
+
+	mr->kind = kind;
+	mr->index = index;
+	mr->access = access & NTRDMA_ACCESS_SUPPORTED;
+	mr->ibmr.lkey = index << 8 | tag;
+	mr->ibmr.rkey = mr->ibmr.lkey;
+	refcount_set(&mr->refs, 1);
+	init_completion(&mr->released);
+	return mr;
+}
+
+static void ntrdma_mr_publish(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	/* The index is reserved: storing into it does not allocate. */
+	xa_store(&nib->mr_xa, mr->index, mr, GFP_KERNEL);
+}
+
+/* Undo ntrdma_mr_new() of an MR that was never published. */
+static void ntrdma_mr_drop(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	xa_erase(&nib->mr_xa, mr->index);
+	kfree(mr);
+}
+
+/*
+ * Data path: the MR of @key if it belongs to @pd and allows @access, with a
+ * reference the caller drops with ntrdma_mr_put() once the transfer that
+ * uses it has completed.
+ */
+struct ntrdma_mr *ntrdma_mr_get(struct ntrdma_ib *nib, u32 key,
+				struct ib_pd *pd, int access)
+{
+	struct ntrdma_mr *mr;
+
+	xa_lock(&nib->mr_xa);
+	mr = xa_load(&nib->mr_xa, key >> 8);
+	if (mr && (mr->ibmr.lkey != key || mr->ibmr.pd != pd ||
+		   (access & ~mr->access) ||
+		   !refcount_inc_not_zero(&mr->refs)))
+		mr = NULL;
+	xa_unlock(&nib->mr_xa);
+	return mr;
+}
+
+void ntrdma_mr_put(struct ntrdma_mr *mr)
+{
+	if (refcount_dec_and_test(&mr->refs))
+		complete(&mr->released);
+}
+
+struct ib_mr *ntrdma_get_dma_mr(struct ib_pd *ibpd, int access)
+{
+	struct ntrdma_ib *nib = to_nib(ibpd->device);
+	struct ntrdma_mr *mr;
+
+	/* Kernel users only: uverbs has no way to ask for this. */
+	mr = ntrdma_mr_new(nib, NTRDMA_MR_DMA, access);
+	if (IS_ERR(mr))
+		return ERR_CAST(mr);
+	mr->length = U64_MAX;
+	ntrdma_mr_publish(nib, mr);
+	return &mr->ibmr;
+}
+
+struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				 u64 iova, int access, struct ib_udata *udata)
+{
+	struct ntrdma_ib *nib = to_nib(ibpd->device);
+	struct ntrdma_mr *mr;
+	struct ib_umem *umem;
+	u64 end;
+
+	if (!udata)
+		return ERR_PTR(-EINVAL);
+	if (!length || length > NTRDMA_MAX_MR_SIZE ||
+	    check_add_overflow(start, length, &end) ||
+	    check_add_overflow(iova, length, &end))
+		return ERR_PTR(-EINVAL);
+	mr = ntrdma_mr_new(nib, NTRDMA_MR_USER, access);
+	if (IS_ERR(mr))
+		return ERR_CAST(mr);
+	/* Pins the pages (fails for unmapped addresses). */
+	umem = ib_umem_get(ibpd->device, start, length, access);
+	if (IS_ERR(umem)) {
+		ntrdma_mr_drop(nib, mr);
+		return ERR_CAST(umem);
+	}
+	mr->umem = umem;
+	mr->iova = iova;
+	mr->length = length;
+	ntrdma_mr_publish(nib, mr);
+	return &mr->ibmr;
+}
+
+struct ib_mr *ntrdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
+			      u32 max_num_sg)
+{
+	struct ntrdma_ib *nib = to_nib(ibpd->device);
+	struct ntrdma_mr *mr;
+
+	if (type != IB_MR_TYPE_MEM_REG)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!max_num_sg || max_num_sg > NTRDMA_MAX_FRPL)
+		return ERR_PTR(-EINVAL);
+	/* Access comes with the registration WR; none until then. */
+	mr = ntrdma_mr_new(nib, NTRDMA_MR_FRMR, 0);
+	if (IS_ERR(mr))
+		return ERR_CAST(mr);
+	mr->pages = kcalloc(max_num_sg, sizeof(*mr->pages), GFP_KERNEL);
+	if (!mr->pages) {
+		ntrdma_mr_drop(nib, mr);
+		return ERR_PTR(-ENOMEM);
+	}
+	mr->max_pages = max_num_sg;
+	ntrdma_mr_publish(nib, mr);
+	return &mr->ibmr;
+}
+
+static int ntrdma_set_page(struct ib_mr *ibmr, u64 addr)
+{
+	struct ntrdma_mr *mr = to_nmr(ibmr);
+
+	if (mr->npages >= mr->max_pages)
+		return -ENOMEM;
+	mr->pages[mr->npages++] = addr;
+	return 0;
+}
+
+int ntrdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		     unsigned int *sg_offset)
+{
+	struct ntrdma_mr *mr = to_nmr(ibmr);
+
+	mr->npages = 0;
+	return ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, ntrdma_set_page);
+}
+
+int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct ntrdma_ib *nib = to_nib(ibmr->device);
+	struct ntrdma_mr *mr = to_nmr(ibmr);
+
+	/* No new users, then wait for the transfers still using it. */
+	xa_erase(&nib->mr_xa, mr->index);
+	ntrdma_mr_put(mr);
+	wait_for_completion(&mr->released);
+	ib_umem_release(mr->umem);
+	kfree(mr->pages);
+	kfree(mr);
+	return 0;
+}

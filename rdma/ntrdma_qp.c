@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA verbs face: queue pairs (RC only).
+ *
+ * Objects and the state machine: every transition and attribute mask is
+ * checked with ib_modify_qp_is_ok() as real HCAs do, then every attribute
+ * value is range-checked. SQ and RQ are rings of fixed-size WQEs in
+ * vmalloc_user memory that userspace maps (ntrdma_abi.h): the provider
+ * writes WQEs and the producer index; the kernel will copy each WQE out
+ * of the ring and validate it (keys, PD, access, lengths) before the engine
+ * moves any data. Moving data is the engine's QP transport, still to come:
+ * until then post_send fails with -EOPNOTSUPP.
+ */
+
+#include <linux/vmalloc.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "ntrdma_ib.h"
+
+#define NTRDMA_QP_ACCESS	(IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | \
+				 IB_ACCESS_REMOTE_ATOMIC)
+
+static int ntrdma_check_cap(struct ib_qp_cap *cap)
+{
+	if (cap->max_send_wr > NTRDMA_MAX_QP_WR ||
+	    cap->max_recv_wr > NTRDMA_MAX_QP_WR ||
+	    cap->max_send_sge > NTRDMA_MAX_SGE ||
+	    cap->max_recv_sge > NTRDMA_MAX_SGE ||
+	    cap->max_inline_data > NTRDMA_MAX_INLINE)
+		return -EINVAL;
+	return 0;
+}
+
+int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
+		     struct ib_udata *udata)
+{
+	struct ntrdma_ib *nib = to_nib(ibqp->device);
+	struct ntrdma_qp *qp = to_nqp(ibqp);
+	struct ntrdma_create_qp_resp resp = {};
+	u32 sq_entries, rq_entries, qpn;
+	int rc;
+
+	if (attr->qp_type != IB_QPT_RC)
+		return -EOPNOTSUPP;
+	if (attr->srq || attr->create_flags || attr->rwq_ind_tbl)
+		return -EOPNOTSUPP;
+	rc = ntrdma_check_cap(&attr->cap);
+	if (rc)
+		return rc;
+	if (udata && udata->outlen < sizeof(resp))
+		return -EINVAL;
+
+	mutex_init(&qp->lock);
+	spin_lock_init(&qp->rq_lock);
+	qp->user = !!udata;
+	qp->state = IB_QPS_RESET;
+	qp->sq_sig_type = attr->sq_sig_type;
+	qp->port_num = 1;
+	qp->path_mtu = IB_MTU_4096;
+	sq_entries = roundup_pow_of_two(max(attr->cap.max_send_wr, 1U));
+	rq_entries = roundup_pow_of_two(max(attr->cap.max_recv_wr, 1U));
+
+	rc = ntrdma_ring_alloc(&qp->sq, sq_entries,
+			       sizeof(struct ntrdma_send_wqe));
+	if (rc)
+		goto err_destroy;
+	rc = ntrdma_ring_alloc(&qp->rq, rq_entries,
+			       sizeof(struct ntrdma_recv_wqe));
+	if (rc)
+		goto err_sq;
+	/* Reserve a QP number; published below once the QP is complete. */
+	rc = xa_alloc_cyclic(&nib->qp_xa, &qpn, NULL,
+			     XA_LIMIT(NTRDMA_FIRST_QPN,
+				      NTRDMA_FIRST_QPN + NTRDMA_MAX_QP - 1),
+			     &nib->qp_next, GFP_KERNEL);
+	if (rc < 0) {
+		rc = rc == -EBUSY ? -ENOMEM : rc;
+		goto err_rq;
+	}
+	ibqp->qp_num = qpn;
+
+	if (udata) {
+		rc = ntrdma_ring_map(&qp->sq, udata, &resp.sq_offset);
+		if (!rc)
+			rc = ntrdma_ring_map(&qp->rq, udata, &resp.rq_offset);
+		if (rc)
+			goto err_xa;
+		resp.sq_size = qp->sq.size;
+		resp.rq_size = qp->rq.size;
+		resp.sq_entries = sq_entries;
+		resp.rq_entries = rq_entries;
+		resp.qp_num = qpn;
+		rc = ib_copy_to_udata(udata, &resp, sizeof(resp));
+		if (rc)
+			goto err_xa;
+	}
+
+	/* What we really provide (at least what was asked for). */
+	attr->cap.max_send_wr = sq_entries;
+	attr->cap.max_recv_wr = rq_entries;
+	attr->cap.max_send_sge = NTRDMA_MAX_SGE;
+	attr->cap.max_recv_sge = NTRDMA_MAX_SGE;
+	attr->cap.max_inline_data = NTRDMA_MAX_INLINE;
+	qp->cap = attr->cap;
+	xa_store(&nib->qp_xa, qpn, qp, GFP_KERNEL);
+	return 0;
+
+err_xa:
+	xa_erase(&nib->qp_xa, qpn);
+err_rq:
+	ntrdma_ring_free(&qp->rq);
+err_sq:
+	ntrdma_ring_free(&qp->sq);
+err_destroy:
+	mutex_destroy(&qp->lock);
+	return rc;
+}
+
+int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
+{
+	struct ntrdma_qp *qp = to_nqp(ibqp);
+
+	xa_erase(&to_nib(ibqp->device)->qp_xa, ibqp->qp_num);
+	ntrdma_ring_free(&qp->rq);
+	ntrdma_ring_free(&qp->sq);
+	mutex_destroy(&qp->lock);
+	return 0;
+}
+
+/* Values of the attributes in @mask, beyond what ib_modify_qp_is_ok() saw. */
+static int ntrdma_check_qp_attr(struct ib_qp_attr *attr, int mask)
+{
+	if ((mask & IB_QP_PORT) && attr->port_num != 1)
+		return -EINVAL;
+	if ((mask & IB_QP_PKEY_INDEX) && attr->pkey_index != 0)
+		return -EINVAL;
+	if ((mask & IB_QP_ACCESS_FLAGS) &&
+	    (attr->qp_access_flags & ~NTRDMA_QP_ACCESS))
+		return -EINVAL;
+	if ((mask & IB_QP_PATH_MTU) &&
+	    (attr->path_mtu < IB_MTU_256 || attr->path_mtu > IB_MTU_4096))
+		return -EINVAL;
+	if ((mask & IB_QP_MAX_QP_RD_ATOMIC) &&
+	    attr->max_rd_atomic > NTRDMA_MAX_RD_ATOM)
+		return -EINVAL;
+	if ((mask & IB_QP_MAX_DEST_RD_ATOMIC) &&
+	    attr->max_dest_rd_atomic > NTRDMA_MAX_RD_ATOM)
+		return -EINVAL;
+	if ((mask & IB_QP_DEST_QPN) && attr->dest_qp_num > 0xffffff)
+		return -EINVAL;
+	if ((mask & IB_QP_SQ_PSN) && attr->sq_psn > 0xffffff)
+		return -EINVAL;
+	if ((mask & IB_QP_RQ_PSN) && attr->rq_psn > 0xffffff)
+		return -EINVAL;
+	if ((mask & IB_QP_RETRY_CNT) && attr->retry_cnt > 7)
+		return -EINVAL;
+	if ((mask & IB_QP_RNR_RETRY) && attr->rnr_retry > 7)
+		return -EINVAL;
+	if ((mask & IB_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31)
+		return -EINVAL;
+	if ((mask & IB_QP_TIMEOUT) && attr->timeout > 31)
+		return -EINVAL;
+	if ((mask & IB_QP_AV) && rdma_ah_get_port_num(&attr->ah_attr) > 1)
+		return -EINVAL;
+	/* No alternate path: one link, nothing to migrate to. */
+	if (mask & (IB_QP_ALT_PATH | IB_QP_PATH_MIG_STATE))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+static void ntrdma_ring_reset(struct ntrdma_ring *ring)
+{
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(ring);
+
+	WRITE_ONCE(ctl->prod, 0);
+	WRITE_ONCE(ctl->cons, 0);
+}
+
+int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
+		     int mask, struct ib_udata *udata)
+{
+	struct ntrdma_qp *qp = to_nqp(ibqp);
+	enum ib_qp_state cur, next;
+	int rc;
+
+	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
+		return -EOPNOTSUPP;
+
+	mutex_lock(&qp->lock);
+	cur = qp->state;
+	rc = -EINVAL;
+	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur)
+		goto out;
+	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
+	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask))
+		goto out;
+	rc = ntrdma_check_qp_attr(attr, mask);
+	if (rc)
+		goto out;
+
+	if (mask & IB_QP_ACCESS_FLAGS)
+		qp->qp_access_flags = attr->qp_access_flags;
+	if (mask & IB_QP_PKEY_INDEX)
+		qp->pkey_index = attr->pkey_index;
+	if (mask & IB_QP_PORT)
+		qp->port_num = attr->port_num;
+	if (mask & IB_QP_AV) {
+		/* Kept as a plain copy: no reference on the SGID entry. */
+		qp->ah_attr = attr->ah_attr;
+		qp->ah_attr.grh.sgid_attr = NULL;
+	}
+	if (mask & IB_QP_PATH_MTU)
+		qp->path_mtu = attr->path_mtu;
+	if (mask & IB_QP_DEST_QPN)
+		qp->dest_qp_num = attr->dest_qp_num;
+	if (mask & IB_QP_RQ_PSN)
+		qp->rq_psn = attr->rq_psn;
+	if (mask & IB_QP_SQ_PSN)
+		qp->sq_psn = attr->sq_psn;
+	if (mask & IB_QP_MAX_DEST_RD_ATOMIC)
+		qp->max_dest_rd_atomic = attr->max_dest_rd_atomic;
+	if (mask & IB_QP_MAX_QP_RD_ATOMIC)
+		qp->max_rd_atomic = attr->max_rd_atomic;
+	if (mask & IB_QP_MIN_RNR_TIMER)
+		qp->min_rnr_timer = attr->min_rnr_timer;
+	if (mask & IB_QP_TIMEOUT)
+		qp->timeout = attr->timeout;
+	if (mask & IB_QP_RETRY_CNT)
+		qp->retry_cnt = attr->retry_cnt;
+	if (mask & IB_QP_RNR_RETRY)
+		qp->rnr_retry = attr->rnr_retry;
+
+	if (next == IB_QPS_RESET && cur != IB_QPS_RESET) {
+		/* The engine will have flushed on the way through ERR. */
+		ntrdma_ring_reset(&qp->sq);
+		ntrdma_ring_reset(&qp->rq);
+	}
+	WRITE_ONCE(qp->state, next);
+	rc = 0;
+out:
+	mutex_unlock(&qp->lock);
+	return rc;
+}
+
+int ntrdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
+		    struct ib_qp_init_attr *init_attr)
+{
+	struct ntrdma_qp *qp = to_nqp(ibqp);
+
+	memset(attr, 0, sizeof(*attr));
+	memset(init_attr, 0, sizeof(*init_attr));
+	mutex_lock(&qp->lock);
+	attr->qp_state = qp->state;
+	attr->cur_qp_state = qp->state;
+	attr->path_mtu = qp->path_mtu;
+	attr->path_mig_state = IB_MIG_MIGRATED;
+	attr->qp_access_flags = qp->qp_access_flags;
+	attr->pkey_index = qp->pkey_index;
+	attr->port_num = qp->port_num;
+	attr->dest_qp_num = qp->dest_qp_num;
+	attr->sq_psn = qp->sq_psn;
+	attr->rq_psn = qp->rq_psn;
+	attr->max_rd_atomic = qp->max_rd_atomic;
+	attr->max_dest_rd_atomic = qp->max_dest_rd_atomic;
+	attr->min_rnr_timer = qp->min_rnr_timer;
+	attr->timeout = qp->timeout;
+	attr->retry_cnt = qp->retry_cnt;
+	attr->rnr_retry = qp->rnr_retry;
+	attr->ah_attr = qp->ah_attr;	/* callers take no SGID reference */
+	attr->cap = qp->cap;
+	mutex_unlock(&qp->lock);
+
+	init_attr->event_handler = ibqp->event_handler;
+	init_attr->qp_context = ibqp->qp_context;
+	init_attr->send_cq = ibqp->send_cq;
+	init_attr->recv_cq = ibqp->recv_cq;
+	init_attr->cap = qp->cap;
+	init_attr->sq_sig_type = qp->sq_sig_type;
+	init_attr->qp_type = ibqp->qp_type;
+	init_attr->port_num = 1;
+	return 0;
+}
+
+/*
+ * User QPs post into their mapped SQ and call this with no WR as the
+ * doorbell; kernel QPs pass WRs. Either needs the engine's QP transport.
+ */
+int ntrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		     const struct ib_send_wr **bad_wr)
+{
+	*bad_wr = wr;
+	return -EOPNOTSUPP;
+}
+
+/* Kernel QPs: queue receive WQEs (user QPs write their mapped RQ). */
+int ntrdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		     const struct ib_recv_wr **bad_wr)
+{
+	struct ntrdma_qp *qp = to_nqp(ibqp);
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->rq);
+	struct ntrdma_recv_wqe *wqe;
+	unsigned long flags;
+	u32 prod;
+	int i, rc = 0;
+
+	if (qp->user) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	/* Kernel users post from any context: no mutex here. */
+	spin_lock_irqsave(&qp->rq_lock, flags);
+	if (READ_ONCE(qp->state) == IB_QPS_RESET) {
+		rc = -EINVAL;
+		goto out;
+	}
+	prod = ctl->prod;
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || wr->num_sge > qp->cap.max_recv_sge) {
+			rc = -EINVAL;
+			break;
+		}
+		if (prod - READ_ONCE(ctl->cons) >= qp->rq.entries) {
+			rc = -ENOMEM;
+			break;
+		}
+		wqe = ntrdma_ring_slot(&qp->rq, prod);
+		wqe->wr_id = wr->wr_id;
+		wqe->num_sge = wr->num_sge;
+		for (i = 0; i < wr->num_sge; i++) {
+			wqe->sge[i].addr = wr->sg_list[i].addr;
+			wqe->sge[i].length = wr->sg_list[i].length;
+			wqe->sge[i].lkey = wr->sg_list[i].lkey;
+		}
+		prod++;
+	}
+	/* release: the WQEs before the index that publishes them */
+	smp_store_release(&ctl->prod, prod);
+out:
+	spin_unlock_irqrestore(&qp->rq_lock, flags);
+	if (rc)
+		*bad_wr = wr;
+	return rc;
+}
