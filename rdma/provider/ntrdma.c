@@ -1,0 +1,606 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * libntrdma: the rdma-core userspace provider for NTRDMA verbs devices
+ * (ntrdma%d). Control verbs go through ibv_cmd_*; queues are rings in kernel
+ * memory mapped here (ntrdma_abi.h): poll_cq and post_recv run without system
+ * calls, post_send writes WQEs into the mapped SQ and enters the kernel only
+ * to ring the doorbell, req_notify_cq sets the CQ's arm word.
+ *
+ * Everything specific to one rdma-core release is in ntrdma_private_abi34.h.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "ntrdma_private_abi34.h"
+#include "../ntrdma_abi.h"
+
+#define NTR_CMD(name, kcmd, drv)                                               \
+	struct name {                                                          \
+		struct kcmd ibv_cmd;                                           \
+		drv;                                                           \
+	}
+
+struct ntr_device {
+	struct verbs_device vdev;
+};
+
+struct ntr_context {
+	struct verbs_context vctx;
+	struct ntrdma_alloc_ucontext_resp caps;
+};
+
+struct ntr_ring {
+	void *buf;
+	size_t size;
+	uint32_t entries;
+	uint32_t stride;
+};
+
+struct ntr_cq {
+	struct ibv_cq ibcq;
+	struct ntr_ring ring;
+	pthread_spinlock_t lock;
+};
+
+struct ntr_qp {
+	struct ibv_qp ibqp;
+	struct ntr_ring sq;
+	struct ntr_ring rq;
+	pthread_spinlock_t sq_lock;
+	pthread_spinlock_t rq_lock;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline;
+};
+
+static inline struct ntr_context *to_ctx(struct ibv_context *ibctx)
+{
+	return container_of(ibctx, struct ntr_context, vctx.context);
+}
+
+static inline struct ntr_cq *to_cq(struct ibv_cq *ibcq)
+{
+	return container_of(ibcq, struct ntr_cq, ibcq);
+}
+
+static inline struct ntr_qp *to_qp(struct ibv_qp *ibqp)
+{
+	return container_of(ibqp, struct ntr_qp, ibqp);
+}
+
+static inline struct ntrdma_ring_ctl *ring_ctl(struct ntr_ring *r)
+{
+	return r->buf;
+}
+
+static inline void *ring_slot(struct ntr_ring *r, uint32_t idx)
+{
+	return (char *)r->buf + NTRDMA_RING_CTL_SIZE +
+	       (size_t)(idx & (r->entries - 1)) * r->stride;
+}
+
+static int ring_map(struct ntr_ring *r, struct ibv_context *ctx,
+		    uint64_t offset, uint64_t size, uint32_t entries,
+		    uint32_t stride)
+{
+	if (!entries || (entries & (entries - 1)) ||
+	    size < NTRDMA_RING_CTL_SIZE + (uint64_t)entries * stride)
+		return EINVAL;
+	r->buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      ctx->cmd_fd, offset);
+	if (r->buf == MAP_FAILED) {
+		r->buf = NULL;
+		return errno;
+	}
+	r->size = size;
+	r->entries = entries;
+	r->stride = stride;
+	return 0;
+}
+
+static void ring_unmap(struct ntr_ring *r)
+{
+	if (r->buf)
+		munmap(r->buf, r->size);
+	r->buf = NULL;
+}
+
+/* ---- device and port ---- */
+
+static int ntr_query_device_ex(struct ibv_context *context,
+			       const struct ibv_query_device_ex_input *input,
+			       struct ibv_device_attr_ex *attr,
+			       size_t attr_size)
+{
+	struct ib_uverbs_ex_query_device_resp resp;
+	size_t resp_size = sizeof(resp);
+
+	return ibv_cmd_query_device_any(context, input, attr, attr_size,
+					&resp, &resp_size);
+}
+
+static int ntr_query_port(struct ibv_context *context, uint8_t port,
+			  struct ibv_port_attr *attr)
+{
+	struct ibv_query_port cmd;
+
+	return ibv_cmd_query_port(context, port, attr, &cmd, sizeof(cmd));
+}
+
+/* ---- PD, MR ---- */
+
+static struct ibv_pd *ntr_alloc_pd(struct ibv_context *context)
+{
+	struct ibv_alloc_pd cmd;
+	struct ib_uverbs_alloc_pd_resp resp;
+	struct ibv_pd *pd;
+	int rc;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return NULL;
+	rc = ibv_cmd_alloc_pd(context, pd, &cmd, sizeof(cmd), &resp,
+			      sizeof(resp));
+	if (rc) {
+		free(pd);
+		errno = rc;
+		return NULL;
+	}
+	return pd;
+}
+
+static int ntr_dealloc_pd(struct ibv_pd *pd)
+{
+	int rc = ibv_cmd_dealloc_pd(pd);
+
+	if (!rc)
+		free(pd);
+	return rc;
+}
+
+static struct ibv_mr *ntr_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+				 uint64_t hca_va, int access)
+{
+	struct ibv_reg_mr cmd;
+	struct ib_uverbs_reg_mr_resp resp;
+	struct verbs_mr *vmr;
+	int rc;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr)
+		return NULL;
+	rc = ibv_cmd_reg_mr(pd, addr, length, hca_va, access, vmr, &cmd,
+			    sizeof(cmd), &resp, sizeof(resp));
+	if (rc) {
+		free(vmr);
+		errno = rc;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
+static int ntr_dereg_mr(struct verbs_mr *vmr)
+{
+	int rc = ibv_cmd_dereg_mr(vmr);
+
+	if (!rc)
+		free(vmr);
+	return rc;
+}
+
+/* ---- CQ ---- */
+
+NTR_CMD(ntr_create_cq_resp, ib_uverbs_create_cq_resp,
+	struct ntrdma_create_cq_resp drv);
+
+static struct ibv_cq *ntr_create_cq(struct ibv_context *context, int cqe,
+				    struct ibv_comp_channel *channel,
+				    int comp_vector)
+{
+	struct ntr_create_cq_resp resp = {};
+	struct ibv_create_cq cmd;
+	struct ntr_cq *cq;
+	int rc;
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	rc = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->ibcq,
+			       &cmd, sizeof(cmd), &resp.ibv_cmd, sizeof(resp));
+	if (rc)
+		goto err_free;
+	rc = ring_map(&cq->ring, context, resp.drv.ring_offset,
+		      resp.drv.ring_size, resp.drv.entries,
+		      sizeof(struct ntrdma_cqe));
+	if (rc)
+		goto err_destroy;
+	return &cq->ibcq;
+
+err_destroy:
+	ibv_cmd_destroy_cq(&cq->ibcq);
+err_free:
+	pthread_spin_destroy(&cq->lock);
+	free(cq);
+	errno = rc;
+	return NULL;
+}
+
+static int ntr_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct ntr_cq *cq = to_cq(ibcq);
+	int rc = ibv_cmd_destroy_cq(ibcq);
+
+	if (rc)
+		return rc;
+	ring_unmap(&cq->ring);
+	pthread_spin_destroy(&cq->lock);
+	free(cq);
+	return 0;
+}
+
+static int ntr_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	struct ntr_cq *cq = to_cq(ibcq);
+	struct ntrdma_ring_ctl *ctl = ring_ctl(&cq->ring);
+	const struct ntrdma_cqe *e;
+	uint32_t prod, cons;
+	int n = 0;
+
+	pthread_spin_lock(&cq->lock);
+	prod = __atomic_load_n(&ctl->prod, __ATOMIC_ACQUIRE);
+	cons = ctl->cons;
+	if (prod - cons > cq->ring.entries) {
+		pthread_spin_unlock(&cq->lock);
+		return -1;
+	}
+	for (; n < ne && cons != prod; n++, cons++) {
+		e = ring_slot(&cq->ring, cons);
+		memset(&wc[n], 0, sizeof(wc[n]));
+		wc[n].wr_id = e->wr_id;
+		wc[n].status = e->status;
+		wc[n].opcode = e->opcode;
+		wc[n].vendor_err = e->vendor_err;
+		wc[n].byte_len = e->byte_len;
+		wc[n].imm_data = e->imm_data;
+		wc[n].qp_num = e->qp_num;
+		wc[n].src_qp = e->src_qp;
+		wc[n].wc_flags = e->wc_flags;
+	}
+	__atomic_store_n(&ctl->cons, cons, __ATOMIC_RELEASE);
+	pthread_spin_unlock(&cq->lock);
+	return n;
+}
+
+static int ntr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct ntrdma_ring_ctl *ctl = ring_ctl(&to_cq(ibcq)->ring);
+
+	__atomic_store_n(&ctl->arm, solicited_only ? NTRDMA_CQ_ARM_SOLICITED :
+						     NTRDMA_CQ_ARM_NEXT,
+			 __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+/* ---- QP ---- */
+
+NTR_CMD(ntr_create_qp_resp, ib_uverbs_create_qp_resp,
+	struct ntrdma_create_qp_resp drv);
+
+static struct ibv_qp *ntr_create_qp(struct ibv_pd *pd,
+				    struct ibv_qp_init_attr *attr)
+{
+	struct ntr_create_qp_resp resp = {};
+	struct ibv_create_qp cmd;
+	struct ntr_qp *qp;
+	int rc;
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+	rc = ibv_cmd_create_qp(pd, &qp->ibqp, attr, &cmd, sizeof(cmd),
+			       &resp.ibv_cmd, sizeof(resp));
+	if (rc)
+		goto err_free;
+	rc = ring_map(&qp->sq, pd->context, resp.drv.sq_offset,
+		      resp.drv.sq_size, resp.drv.sq_entries,
+		      sizeof(struct ntrdma_send_wqe));
+	if (rc)
+		goto err_destroy;
+	rc = ring_map(&qp->rq, pd->context, resp.drv.rq_offset,
+		      resp.drv.rq_size, resp.drv.rq_entries,
+		      sizeof(struct ntrdma_recv_wqe));
+	if (rc)
+		goto err_unmap;
+	/* ibv_cmd_create_qp wrote the granted capabilities into attr. */
+	qp->max_send_sge = attr->cap.max_send_sge;
+	qp->max_recv_sge = attr->cap.max_recv_sge;
+	qp->max_inline = attr->cap.max_inline_data;
+	return &qp->ibqp;
+
+err_unmap:
+	ring_unmap(&qp->sq);
+err_destroy:
+	ibv_cmd_destroy_qp(&qp->ibqp);
+err_free:
+	pthread_spin_destroy(&qp->sq_lock);
+	pthread_spin_destroy(&qp->rq_lock);
+	free(qp);
+	errno = rc;
+	return NULL;
+}
+
+static int ntr_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			int attr_mask, struct ibv_qp_init_attr *init_attr)
+{
+	struct ibv_query_qp cmd;
+
+	return ibv_cmd_query_qp(qp, attr, attr_mask, init_attr, &cmd,
+				sizeof(cmd));
+}
+
+static int ntr_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			 int attr_mask)
+{
+	struct ibv_modify_qp cmd = {};
+
+	/* The kernel resets both rings' indexes on the way to RESET. */
+	return ibv_cmd_modify_qp(qp, attr, attr_mask, &cmd, sizeof(cmd));
+}
+
+static int ntr_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct ntr_qp *qp = to_qp(ibqp);
+	int rc = ibv_cmd_destroy_qp(ibqp);
+
+	if (rc)
+		return rc;
+	ring_unmap(&qp->sq);
+	ring_unmap(&qp->rq);
+	pthread_spin_destroy(&qp->sq_lock);
+	pthread_spin_destroy(&qp->rq_lock);
+	free(qp);
+	return 0;
+}
+
+static int ntr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad_wr)
+{
+	struct ntr_qp *qp = to_qp(ibqp);
+	struct ntrdma_ring_ctl *ctl = ring_ctl(&qp->rq);
+	struct ntrdma_recv_wqe *wqe;
+	uint32_t prod;
+	int i, rc = 0;
+
+	pthread_spin_lock(&qp->rq_lock);
+	prod = ctl->prod;
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_recv_sge) {
+			rc = EINVAL;
+			break;
+		}
+		if (prod - __atomic_load_n(&ctl->cons, __ATOMIC_ACQUIRE) >=
+		    qp->rq.entries) {
+			rc = ENOMEM;
+			break;
+		}
+		wqe = ring_slot(&qp->rq, prod);
+		wqe->wr_id = wr->wr_id;
+		wqe->num_sge = wr->num_sge;
+		for (i = 0; i < wr->num_sge; i++) {
+			wqe->sge[i].addr = wr->sg_list[i].addr;
+			wqe->sge[i].length = wr->sg_list[i].length;
+			wqe->sge[i].lkey = wr->sg_list[i].lkey;
+		}
+		prod++;
+	}
+	__atomic_store_n(&ctl->prod, prod, __ATOMIC_RELEASE);
+	pthread_spin_unlock(&qp->rq_lock);
+	if (rc)
+		*bad_wr = wr;
+	return rc;
+}
+
+static int ntr_build_send_wqe(struct ntr_qp *qp, struct ntrdma_send_wqe *wqe,
+			      const struct ibv_send_wr *wr)
+{
+	uint32_t len = 0;
+	int i;
+
+	memset(wqe, 0, offsetof(struct ntrdma_send_wqe, sge));
+	wqe->wr_id = wr->wr_id;
+	wqe->opcode = wr->opcode;
+	wqe->flags = wr->send_flags;
+	wqe->imm_data = wr->imm_data;
+	if (wr->num_sge < 0)
+		return EINVAL;
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		for (i = 0; i < wr->num_sge; i++) {
+			if (wr->sg_list[i].length > qp->max_inline - len)
+				return EINVAL;
+			memcpy(wqe->inline_data + len,
+			       (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			len += wr->sg_list[i].length;
+		}
+		wqe->inline_len = len;
+	} else {
+		if ((uint32_t)wr->num_sge > qp->max_send_sge)
+			return EINVAL;
+		wqe->num_sge = wr->num_sge;
+		for (i = 0; i < wr->num_sge; i++) {
+			wqe->sge[i].addr = wr->sg_list[i].addr;
+			wqe->sge[i].length = wr->sg_list[i].length;
+			wqe->sge[i].lkey = wr->sg_list[i].lkey;
+		}
+	}
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		wqe->remote_addr = wr->wr.rdma.remote_addr;
+		wqe->rkey = wr->wr.rdma.rkey;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		wqe->remote_addr = wr->wr.atomic.remote_addr;
+		wqe->rkey = wr->wr.atomic.rkey;
+		wqe->compare_add = wr->wr.atomic.compare_add;
+		wqe->swap = wr->wr.atomic.swap;
+		break;
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		break;
+	default:
+		return EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Write the WQEs into the mapped SQ, then one system call as the doorbell.
+ * The kernel copies and checks every WQE before using it.
+ */
+static int ntr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr)
+{
+	struct ntr_qp *qp = to_qp(ibqp);
+	struct ntrdma_ring_ctl *ctl = ring_ctl(&qp->sq);
+	struct ibv_send_wr *first = wr, *dummy;
+	uint32_t start, prod;
+	int rc = 0;
+
+	pthread_spin_lock(&qp->sq_lock);
+	start = prod = ctl->prod;
+	for (; wr; wr = wr->next) {
+		if (prod - __atomic_load_n(&ctl->cons, __ATOMIC_ACQUIRE) >=
+		    qp->sq.entries) {
+			rc = ENOMEM;
+			break;
+		}
+		rc = ntr_build_send_wqe(qp, ring_slot(&qp->sq, prod), wr);
+		if (rc)
+			break;
+		prod++;
+	}
+	if (prod != start) {
+		__atomic_store_n(&ctl->prod, prod, __ATOMIC_RELEASE);
+		rc = ibv_cmd_post_send(ibqp, NULL, &dummy);
+		if (rc) {
+			/* Refused (no data path yet): nothing was consumed. */
+			__atomic_store_n(&ctl->prod, start, __ATOMIC_RELEASE);
+			wr = first;
+		}
+	}
+	pthread_spin_unlock(&qp->sq_lock);
+	if (rc)
+		*bad_wr = wr;
+	return rc;
+}
+
+/* ---- context and device ---- */
+
+static void ntr_free_context(struct ibv_context *ibctx);
+
+static const struct verbs_context_ops ntr_ctx_ops = {
+	.alloc_pd = ntr_alloc_pd,
+	.create_cq = ntr_create_cq,
+	.create_qp = ntr_create_qp,
+	.dealloc_pd = ntr_dealloc_pd,
+	.dereg_mr = ntr_dereg_mr,
+	.destroy_cq = ntr_destroy_cq,
+	.destroy_qp = ntr_destroy_qp,
+	.free_context = ntr_free_context,
+	.modify_qp = ntr_modify_qp,
+	.poll_cq = ntr_poll_cq,
+	.post_recv = ntr_post_recv,
+	.post_send = ntr_post_send,
+	.query_device_ex = ntr_query_device_ex,
+	.query_port = ntr_query_port,
+	.query_qp = ntr_query_qp,
+	.reg_mr = ntr_reg_mr,
+	.req_notify_cq = ntr_req_notify_cq,
+};
+
+NTR_CMD(ntr_get_context_resp, ib_uverbs_get_context_resp,
+	struct ntrdma_alloc_ucontext_resp drv);
+
+static struct verbs_context *ntr_alloc_context(struct ibv_device *ibdev,
+					       int cmd_fd, void *private_data)
+{
+	struct ntr_get_context_resp resp = {};
+	struct ibv_get_context cmd;
+	struct ntr_context *ctx;
+
+	(void)private_data;
+	ctx = _verbs_init_and_alloc_context(ibdev, cmd_fd, sizeof(*ctx),
+					    &((struct ntr_context *)NULL)->vctx,
+					    0 /* RDMA_DRIVER_UNKNOWN */);
+	if (!ctx)
+		return NULL;
+	if (ibv_cmd_get_context(&ctx->vctx, &cmd, sizeof(cmd), &resp.ibv_cmd,
+				sizeof(resp)))
+		goto err;
+	/* Refuse a kernel whose rings we would misread. */
+	if (resp.drv.abi_version != NTRDMA_UVERBS_ABI_VERSION ||
+	    resp.drv.ring_ctl_size != NTRDMA_RING_CTL_SIZE ||
+	    resp.drv.cqe_size != sizeof(struct ntrdma_cqe) ||
+	    resp.drv.send_wqe_size != sizeof(struct ntrdma_send_wqe) ||
+	    resp.drv.recv_wqe_size != sizeof(struct ntrdma_recv_wqe)) {
+		errno = EPROTO;
+		goto err;
+	}
+	ctx->caps = resp.drv;
+	verbs_set_ops(&ctx->vctx, &ntr_ctx_ops);
+	return &ctx->vctx;
+
+err:
+	verbs_uninit_context(&ctx->vctx);
+	free(ctx);
+	return NULL;
+}
+
+static void ntr_free_context(struct ibv_context *ibctx)
+{
+	struct ntr_context *ctx = to_ctx(ibctx);
+
+	verbs_uninit_context(&ctx->vctx);
+	free(ctx);
+}
+
+static struct verbs_device *ntr_alloc_device(struct verbs_sysfs_dev *sysfs)
+{
+	struct ntr_device *dev;
+
+	(void)sysfs;
+	dev = calloc(1, sizeof(*dev));
+	return dev ? &dev->vdev : NULL;
+}
+
+static void ntr_uninit_device(struct verbs_device *vdev)
+{
+	free(container_of(vdev, struct ntr_device, vdev));
+}
+
+/* An out-of-tree kernel driver has no RDMA_DRIVER_* id: match by name. */
+static const struct verbs_match_ent ntr_match_table[] = {
+	NTR_VERBS_NAME_MATCH("ntrdma"),
+	{},
+};
+
+static const struct verbs_device_ops ntr_dev_ops = {
+	.name = "ntrdma",
+	.match_min_abi_version = NTRDMA_UVERBS_ABI_VERSION,
+	.match_max_abi_version = NTRDMA_UVERBS_ABI_VERSION,
+	.match_table = ntr_match_table,
+	.alloc_device = ntr_alloc_device,
+	.uninit_device = ntr_uninit_device,
+	.alloc_context = ntr_alloc_context,
+};
+
+NTR_PROVIDER_DRIVER(ntr_dev_ops)

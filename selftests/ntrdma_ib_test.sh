@@ -1,0 +1,122 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# NTRDMA's verbs face (ntrdma%d): the ib_device exists and is tied to the
+# netdev of the same NTB port, rdma-core lists it through the ntrdma
+# provider, the port follows the shared link (PORT_ERR when the peer's
+# driver goes, PORT_ACTIVE when it comes back), the verbs conformance suite
+# (GoogleTest, rdma/tests/verbs) passes, and the module unloads while a
+# verbs program holds the device open.
+# Needs an NTB with a flat window (test bed: --flat 1).
+. "$(dirname "$0")/lib/ktap.sh"
+. "$(dirname "$0")/lib/env.sh"
+. "$(dirname "$0")/lib/verbs.sh"
+
+NTB_DRV=/sys/bus/ntb/drivers/ntrdma
+NSHELL=7
+
+ktap_header
+if [ -x "$VERBS_TESTS" ]; then
+	NGTEST=$("$VERBS_TESTS" --gtest_list_tests | grep -c '^  ')
+else
+	NGTEST=0
+fi
+ktap_plan $((NSHELL + NGTEST))
+
+if ! install_modules || ! ntb_pair; then
+	ktap_fail "ntb devices present"
+	ktap_finish
+fi
+
+# 1: the device
+modprobe ntrdma && { ! is_pair || peer "modprobe ntrdma"; }
+wait_for 10 ibdev_of "$LOCAL_DEV" >/dev/null
+IBDEV=$(ibdev_of "$LOCAL_DEV")
+NETDEV=$(netdev_of "$LOCAL_DEV")
+ktap_check "ib device of $LOCAL_DEV: ${IBDEV:-none} (netdev ${NETDEV:-none})" \
+	test -n "$IBDEV" -a -n "$NETDEV"
+if [ -z "$IBDEV" ]; then
+	ktap_finish
+fi
+export NTRDMA_IBDEV=$IBDEV
+
+# 2: rdma link ties it to the netdev of the same NTB port
+ktap_diag "$(rdma link show "$IBDEV/1")"
+ktap_check "rdma link: $IBDEV/1 has netdev $NETDEV" \
+	sh -c "rdma link show $IBDEV/1 | grep -qw 'netdev $NETDEV'"
+
+# 3: rdma-core sees it through our provider
+install_provider
+ktap_diag "$(ibv_devices 2>&1 | tr '\n' ';')"
+ktap_check "ibv_devices lists $IBDEV" sh -c "ibv_devices | grep -qw $IBDEV"
+
+# 4: the port is active with the link up
+if wait_for 5 port_is "$IBDEV" PORT_ACTIVE; then
+	ibv_devinfo -v -d "$IBDEV" | sed -n '/hca_id/p;/transport/p;/max_qp:/p;/max_cqe/p;/state/p;/link_layer/p;/GID\[/p' |
+		sed 's/^/# /'
+	ktap_pass "ibv_devinfo -v: port 1 PORT_ACTIVE, link layer $(ibv_devinfo -d "$IBDEV" | sed -n 's/.*link_layer:[[:space:]]*//p')"
+else
+	ktap_fail "ibv_devinfo: port 1 $(port_state "$IBDEV"), expected PORT_ACTIVE"
+fi
+
+# 5-6: the peer's driver goes away (PORT_ERR) and comes back (PORT_ACTIVE)
+ev=$NTRDMA_OUT/asyncwatch.$$
+ibv_asyncwatch -d "$IBDEV" >"$ev" 2>&1 &
+aw=$!
+sleep 1
+if is_pair; then
+	peer "modprobe -r ntrdma"
+else
+	echo "$REMOTE_DEV" > $NTB_DRV/unbind
+fi
+wait_for 3 port_is "$IBDEV" PORT_DOWN
+st=$(port_state "$IBDEV")
+sleep 0.5
+ktap_check "peer driver gone: port $st, async event PORT_ERR" \
+	sh -c "[ '$st' = PORT_DOWN ] && grep -q PORT_ERR '$ev'"
+if is_pair; then
+	peer "modprobe ntrdma"
+else
+	echo "$REMOTE_DEV" > $NTB_DRV/bind
+fi
+wait_for 10 port_is "$IBDEV" PORT_ACTIVE
+st=$(port_state "$IBDEV")
+sleep 0.5
+kill "$aw" 2>/dev/null
+wait "$aw" 2>/dev/null
+sed 's/^/# asyncwatch: /' "$ev" | grep -i event | head -6
+ktap_check "peer driver back: port $st, async event PORT_ACTIVE" \
+	sh -c "[ '$st' = PORT_ACTIVE ] && grep -q PORT_ACTIVE '$ev'"
+rm -f "$ev"
+
+# 7..: the conformance suite (GIDs come from the netdev's addresses)
+ip link set "$NETDEV" up
+wait_for 5 sh -c "ibv_devinfo -v -d $IBDEV | grep -q 'GID\[ *0\]'"
+if [ "$NGTEST" -gt 0 ]; then
+	out=$NTRDMA_OUT/verbs_tests.$$
+	"$VERBS_TESTS" >"$out" 2>&1
+	grep -E '^\[  FAILED  \]|Failure|Expected|Which is|actual|error' "$out" | head -40 | sed 's/^/# /'
+	while read -r name; do
+		if grep -q "^\[       OK \] $name " "$out"; then
+			ktap_pass "verbs: $name"
+		else
+			ktap_fail "verbs: $name"
+		fi
+	done < <("$VERBS_TESTS" --gtest_list_tests |
+		awk '/^[^ ]/ { s = $1 } /^  / { print s $1 }')
+	rm -f "$out"
+fi
+
+# last: unload while a verbs program holds the device open
+ibv_rc_pingpong -d "$IBDEV" -g 0 -p 18515 >/dev/null 2>&1 &
+pp=$!
+sleep 1
+t0=$SECONDS
+is_pair && peer "modprobe -r ntrdma"
+timeout 20 modprobe -r ntrdma
+rc=$?
+kill "$pp" 2>/dev/null
+wait "$pp" 2>/dev/null
+ktap_check "unload with a verbs user attached: rc=$rc in $((SECONDS - t0)) s" test $rc = 0
+
+ktap_finish
