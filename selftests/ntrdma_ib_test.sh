@@ -89,9 +89,19 @@ ktap_check "peer driver back: port $st, async event PORT_ACTIVE" \
 	sh -c "[ '$st' = PORT_ACTIVE ] && grep -q PORT_ACTIVE '$ev'"
 rm -f "$ev"
 
-# 7..: the conformance suite (GIDs come from the netdev's addresses)
+# 7..: the conformance suite. RoCE addressing: modify_qp to RTR resolves the
+# destination GID through the IP stack, so both netdevs must be up (the
+# carrier follows the peer's netdev) with their link-local address ready.
 ip link set "$NETDEV" up
-wait_for 5 sh -c "ibv_devinfo -v -d $IBDEV | grep -q 'GID\[ *0\]'"
+peer "for i in \$(ls /sys/class/net); do
+	[ \"\$(ethtool -i \$i 2>/dev/null | sed -n 's/^bus-info: //p')\" = $REMOTE_DEV ] && ip link set \$i up
+done"
+ll_ready() {
+	[ "$(cat /sys/class/net/$NETDEV/carrier 2>/dev/null)" = 1 ] &&
+		ip -6 addr show dev "$NETDEV" scope link | grep -q inet6 &&
+		! ip -6 addr show dev "$NETDEV" | grep -q tentative
+}
+wait_for 10 ll_ready || ktap_diag "$NETDEV: no carrier or link-local address: $(ip -br addr show dev "$NETDEV")"
 if [ "$NGTEST" -gt 0 ]; then
 	out=$NTRDMA_OUT/verbs_tests.$$
 	"$VERBS_TESTS" >"$out" 2>&1

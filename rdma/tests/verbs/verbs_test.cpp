@@ -47,6 +47,9 @@ class Verbs : public ::testing::Test {
     }
 
     void TearDown() override {
+        for (ibv_qp* qp : qps_) {
+            EXPECT_EQ(ibv_destroy_qp(qp), 0);
+        }
         if (cq_) {
             EXPECT_EQ(ibv_destroy_cq(cq_), 0);
         }
@@ -67,7 +70,17 @@ class Verbs : public ::testing::Test {
         a.cap.max_recv_wr = wr;
         a.cap.max_send_sge = sge;
         a.cap.max_recv_sge = sge;
-        return ibv_create_qp(pd_, &a);
+        ibv_qp* qp = ibv_create_qp(pd_, &a);
+        if (qp) {
+            qps_.push_back(qp);
+        }
+        return qp;
+    }
+
+    // Destroy a QP made by CreateRcQp (the rest go in TearDown).
+    int DestroyQp(ibv_qp* qp) {
+        std::erase(qps_, qp);
+        return ibv_destroy_qp(qp);
     }
 
     ibv_qp_state State(ibv_qp* qp) {
@@ -123,6 +136,7 @@ class Verbs : public ::testing::Test {
     ibv_device_attr dev_{};
     ibv_pd* pd_ = nullptr;
     ibv_cq* cq_ = nullptr;
+    std::vector<ibv_qp*> qps_;
 };
 
 // ---- device and port ----
@@ -269,13 +283,13 @@ TEST_F(Verbs, QpCreateDestroy) {
     ASSERT_NE(qp, nullptr) << std::strerror(errno);
     EXPECT_GE(qp->qp_num, 2u);
     EXPECT_EQ(State(qp), IBV_QPS_RESET);
-    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(DestroyQp(qp), 0);
 }
 
 TEST_F(Verbs, QpMaxWrAndSgeHonouredExactly) {
     ibv_qp* qp = CreateRcQp(dev_.max_qp_wr, dev_.max_sge);
     ASSERT_NE(qp, nullptr) << "max_qp_wr / max_sge must work";
-    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(DestroyQp(qp), 0);
     errno = 0;
     EXPECT_EQ(CreateRcQp(dev_.max_qp_wr + 1, 1), nullptr);
     EXPECT_EQ(errno, EINVAL);
@@ -318,7 +332,7 @@ TEST_F(Verbs, QpInvalidTransitionsRejected) {
     b.sq_psn = 1;
     EXPECT_EQ(ibv_modify_qp(qp, &b, IBV_QP_STATE | IBV_QP_SQ_PSN), EINVAL);
     EXPECT_EQ(State(qp), IBV_QPS_INIT);
-    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(DestroyQp(qp), 0);
 }
 
 TEST_F(Verbs, QpBadAttributeValuesRejected) {
@@ -336,7 +350,7 @@ TEST_F(Verbs, QpBadAttributeValuesRejected) {
         ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
         0);
     EXPECT_EQ(State(qp), IBV_QPS_RESET);
-    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(DestroyQp(qp), 0);
 }
 
 TEST_F(Verbs, QpValidResetInitRtrRts) {
@@ -366,8 +380,8 @@ TEST_F(Verbs, QpValidResetInitRtrRts) {
     e.qp_state = IBV_QPS_RESET;
     EXPECT_EQ(ibv_modify_qp(a, &e, IBV_QP_STATE), 0);
     EXPECT_EQ(ToInit(a), 0);
-    EXPECT_EQ(ibv_destroy_qp(a), 0);
-    EXPECT_EQ(ibv_destroy_qp(b), 0);
+    EXPECT_EQ(DestroyQp(a), 0);
+    EXPECT_EQ(DestroyQp(b), 0);
 }
 
 TEST_F(Verbs, QpPostRecvUntilFull) {
@@ -397,7 +411,7 @@ TEST_F(Verbs, QpPostRecvUntilFull) {
     big.sg_list = many.data();
     big.num_sge = static_cast<int>(many.size());
     EXPECT_EQ(ibv_post_recv(qp, &big, &bad), EINVAL);
-    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(DestroyQp(qp), 0);
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
 }
 
