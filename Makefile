@@ -8,6 +8,9 @@
 #   make lint       checkpatch --strict and sparse on the kernel code
 #   make bench      measurements beside the alternatives, both topologies
 #                   (scripts/bench.sh; results in build/bench/)
+#   make install    on a real host: the rdma-core provider (libntrdma-rdmav34.so
+#                   into libibverbs' provider directory, ntrdma.driver into
+#                   /etc/libibverbs.d) and the kernel modules; DESTDIR honoured
 
 ROOT      := $(CURDIR)
 KVER      ?= $(shell $(ROOT)/scripts/kver.sh 2>/dev/null)
@@ -25,7 +28,7 @@ KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
 	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
 
 .PHONY: all deps kernel-ext modules user check unit selftests demo lint \
-	sparse checkpatch clean bench
+	sparse checkpatch clean bench install
 
 all: modules user
 
@@ -61,6 +64,11 @@ checkpatch: kernel-ext
 	@$(ROOT)/scripts/checkpatch.sh
 
 lint: checkpatch sparse
+
+install: all
+	DESTDIR=$(DESTDIR) cmake --install $(USERBUILD) --component provider
+	+$(KMAKE) INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=extra/ntrdma modules_install
+	$(if $(DESTDIR),,depmod -a $(KVER))
 
 clean:
 	-$(KMAKE) clean
