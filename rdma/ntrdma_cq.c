@@ -33,6 +33,9 @@ int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		return -EINVAL;
 	if (udata && udata->outlen < sizeof(resp))
 		return -EINVAL;
+	rc = ntrdma_check_udata_in(udata);
+	if (rc)
+		return rc;
 
 	spin_lock_init(&cq->lock);
 	cq->user = !!udata;

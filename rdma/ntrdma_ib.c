@@ -130,6 +130,8 @@ static int ntrdma_alloc_ucontext(struct ib_ucontext *ibuc,
 
 	if (udata->outlen < sizeof(resp))
 		return -EINVAL;
+	if (ntrdma_check_udata_in(udata))
+		return -EOPNOTSUPP;
 	return ib_copy_to_udata(udata, &resp, sizeof(resp));
 }
 

@@ -148,6 +148,18 @@ static inline struct ntrdma_qp *to_nqp(struct ib_qp *ibqp)
 	return container_of(ibqp, struct ntrdma_qp, ibqp);
 }
 
+/*
+ * Driver-specific input from userspace: this ABI version defines none, so
+ * anything but zeros is a request we do not understand.
+ */
+static inline int ntrdma_check_udata_in(struct ib_udata *udata)
+{
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
 /* ntrdma_ib.c: rings shared with userspace */
 int ntrdma_ring_alloc(struct ntrdma_ring *ring, u32 entries, u32 stride);
 int ntrdma_ring_map(struct ntrdma_ring *ring, struct ib_udata *udata,

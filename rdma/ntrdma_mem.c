@@ -47,6 +47,8 @@ int ntrdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct ntrdma_ib *nib = to_nib(ibpd->device);
 
+	if (ntrdma_check_udata_in(udata))
+		return -EOPNOTSUPP;
 	if (atomic_inc_return(&nib->num_pd) > NTRDMA_MAX_PD) {
 		atomic_dec(&nib->num_pd);
 		return -ENOMEM;
@@ -174,6 +176,8 @@ struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 
 	if (!udata)
 		return ERR_PTR(-EINVAL);
+	if (ntrdma_check_udata_in(udata))
+		return ERR_PTR(-EOPNOTSUPP);
 	if (!length || length > NTRDMA_MAX_MR_SIZE ||
 	    check_add_overflow(start, length, &end) ||
 	    check_add_overflow(iova, length, &end))

@@ -49,6 +49,9 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 		return rc;
 	if (udata && udata->outlen < sizeof(resp))
 		return -EINVAL;
+	rc = ntrdma_check_udata_in(udata);
+	if (rc)
+		return rc;
 
 	mutex_init(&qp->lock);
 	spin_lock_init(&qp->rq_lock);
@@ -185,6 +188,9 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 
 	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
 		return -EOPNOTSUPP;
+	rc = ntrdma_check_udata_in(udata);
+	if (rc)
+		return rc;
 
 	mutex_lock(&qp->lock);
 	cur = qp->state;
