@@ -106,6 +106,13 @@ struct ntrdma_create_cq_resp {
 	__u32 cq_id;
 };
 
+struct ntrdma_create_srq_resp {
+	__aligned_u64 ring_offset;
+	__aligned_u64 ring_size;
+	__u32 entries;
+	__u32 reserved;
+};
+
 struct ntrdma_create_qp_resp {
 	__aligned_u64 sq_offset;
 	__aligned_u64 sq_size;

@@ -174,7 +174,10 @@ static int ntrdma_query_device(struct ib_device *ibdev,
 	attr->max_qp_rd_atom = NTRDMA_MAX_RD_ATOM;
 	attr->max_qp_init_rd_atom = NTRDMA_MAX_RD_ATOM;
 	attr->max_res_rd_atom = NTRDMA_MAX_RD_ATOM * NTRDMA_MAX_QP;
-	/* No atomics, SRQ or MW until the data path implements them. */
+	attr->max_srq = NTRDMA_MAX_SRQ;
+	attr->max_srq_wr = NTRDMA_MAX_SRQ_WR;
+	attr->max_srq_sge = NTRDMA_MAX_SGE;
+	/* No atomics or MW until the data path implements them. */
 	attr->atomic_cap = IB_ATOMIC_NONE;
 	attr->max_pkeys = 1;
 	attr->local_ca_ack_delay = 15;
@@ -251,11 +254,13 @@ static const struct ib_device_ops ntrdma_ib_ops = {
 	.alloc_ucontext = ntrdma_alloc_ucontext,
 	.create_cq = ntrdma_create_cq,
 	.create_qp = ntrdma_create_qp,
+	.create_srq = ntrdma_create_srq,
 	.dealloc_pd = ntrdma_dealloc_pd,
 	.dealloc_ucontext = ntrdma_dealloc_ucontext,
 	.dereg_mr = ntrdma_dereg_mr,
 	.destroy_cq = ntrdma_destroy_cq,
 	.destroy_qp = ntrdma_destroy_qp,
+	.destroy_srq = ntrdma_destroy_srq,
 	.disassociate_ucontext = ntrdma_disassociate_ucontext,
 	.get_dev_fw_str = ntrdma_get_dev_fw_str,
 	.get_dma_mr = ntrdma_get_dma_mr,
@@ -265,19 +270,23 @@ static const struct ib_device_ops ntrdma_ib_ops = {
 	.mmap = ntrdma_mmap,
 	.mmap_free = ntrdma_mmap_free,
 	.modify_qp = ntrdma_modify_qp,
+	.modify_srq = ntrdma_modify_srq,
 	.poll_cq = ntrdma_poll_cq,
 	.post_recv = ntrdma_post_recv,
 	.post_send = ntrdma_post_send,
+	.post_srq_recv = ntrdma_post_srq_recv,
 	.query_device = ntrdma_query_device,
 	.query_pkey = ntrdma_query_pkey,
 	.query_port = ntrdma_query_port,
 	.query_qp = ntrdma_query_qp,
+	.query_srq = ntrdma_query_srq,
 	.reg_user_mr = ntrdma_reg_user_mr,
 	.req_notify_cq = ntrdma_req_notify_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_cq, ntrdma_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, ntrdma_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, ntrdma_qp, ibqp),
+	INIT_RDMA_OBJ_SIZE(ib_srq, ntrdma_srq, ibsrq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, ntrdma_ucontext, ibuc),
 };
 
@@ -300,6 +309,7 @@ int ntrdma_ib_add(struct ntrdma_dev *ndev)
 	xa_init_flags(&nib->qp_xa, XA_FLAGS_ALLOC);
 	xa_init_flags(&nib->cq_xa, XA_FLAGS_ALLOC);
 	atomic_set(&nib->num_pd, 0);
+	atomic_set(&nib->num_srq, 0);
 	rc = ntrdma_mem_init(nib);
 	if (rc)
 		goto err_dealloc;

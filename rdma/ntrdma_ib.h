@@ -25,6 +25,8 @@
 #define NTRDMA_MAX_CQE		65535
 #define NTRDMA_MAX_MR		16384
 #define NTRDMA_MAX_PD		4096
+#define NTRDMA_MAX_SRQ		1024
+#define NTRDMA_MAX_SRQ_WR	4096
 #define NTRDMA_MAX_MR_SIZE	BIT_ULL(40)
 #define NTRDMA_MAX_RD_ATOM	16
 #define NTRDMA_MAX_FRPL		512	/* fast-reg page list entries */
@@ -42,6 +44,7 @@ struct ntrdma_ib {
 	struct xarray cq_xa;		/* CQ id -> struct ntrdma_cq */
 	u32 cq_next;
 	atomic_t num_pd;
+	atomic_t num_srq;
 };
 
 struct ntrdma_ucontext {
@@ -95,6 +98,14 @@ struct ntrdma_cq {
 	bool user;
 };
 
+struct ntrdma_srq {
+	struct ib_srq ibsrq;
+	spinlock_t lock;		/* kernel posts, limit */
+	struct ntrdma_ring ring;
+	u32 limit;			/* armed when non-zero */
+	bool user;
+};
+
 struct ntrdma_qp {
 	struct ib_qp ibqp;
 	struct mutex lock;		/* attributes and state */
@@ -141,6 +152,11 @@ static inline struct ntrdma_mr *to_nmr(struct ib_mr *ibmr)
 static inline struct ntrdma_cq *to_ncq(struct ib_cq *ibcq)
 {
 	return container_of(ibcq, struct ntrdma_cq, ibcq);
+}
+
+static inline struct ntrdma_srq *to_nsrq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct ntrdma_srq, ibsrq);
 }
 
 static inline struct ntrdma_qp *to_nqp(struct ib_qp *ibqp)
@@ -215,5 +231,18 @@ int ntrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		     const struct ib_send_wr **bad_wr);
 int ntrdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		     const struct ib_recv_wr **bad_wr);
+int ntrdma_ring_post_recv(struct ntrdma_ring *ring, spinlock_t *lock,
+			  u32 max_sge, const struct ib_recv_wr *wr,
+			  const struct ib_recv_wr **bad_wr);
+
+/* ntrdma_srq.c */
+int ntrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+		      struct ib_udata *udata);
+int ntrdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		      enum ib_srq_attr_mask mask, struct ib_udata *udata);
+int ntrdma_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
+int ntrdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int ntrdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad_wr);
 
 #endif /* NTRDMA_IB_H */

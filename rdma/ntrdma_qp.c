@@ -42,7 +42,7 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 
 	if (attr->qp_type != IB_QPT_RC)
 		return -EOPNOTSUPP;
-	if (attr->srq || attr->create_flags || attr->rwq_ind_tbl)
+	if (attr->create_flags || attr->rwq_ind_tbl)
 		return -EOPNOTSUPP;
 	rc = ntrdma_check_cap(&attr->cap);
 	if (rc)
@@ -61,7 +61,9 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	qp->port_num = 1;
 	qp->path_mtu = IB_MTU_4096;
 	sq_entries = roundup_pow_of_two(max(attr->cap.max_send_wr, 1U));
-	rq_entries = roundup_pow_of_two(max(attr->cap.max_recv_wr, 1U));
+	/* With an SRQ the RQ is unused (and its capabilities ignored). */
+	rq_entries = attr->srq ? 1 :
+		roundup_pow_of_two(max(attr->cap.max_recv_wr, 1U));
 
 	rc = ntrdma_ring_alloc(&qp->sq, sq_entries,
 			       sizeof(struct ntrdma_send_wqe));
@@ -100,9 +102,9 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 
 	/* What we really provide (at least what was asked for). */
 	attr->cap.max_send_wr = sq_entries;
-	attr->cap.max_recv_wr = rq_entries;
+	attr->cap.max_recv_wr = attr->srq ? 0 : rq_entries;
 	attr->cap.max_send_sge = NTRDMA_MAX_SGE;
-	attr->cap.max_recv_sge = NTRDMA_MAX_SGE;
+	attr->cap.max_recv_sge = attr->srq ? 0 : NTRDMA_MAX_SGE;
 	attr->cap.max_inline_data = NTRDMA_MAX_INLINE;
 	qp->cap = attr->cap;
 	xa_store(&nib->qp_xa, qpn, qp, GFP_KERNEL);
@@ -298,38 +300,30 @@ int ntrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	return -EOPNOTSUPP;
 }
 
-/* Kernel QPs: queue receive WQEs (user QPs write their mapped RQ). */
-int ntrdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
-		     const struct ib_recv_wr **bad_wr)
+/* Queue receive WQEs into an RQ or SRQ ring (kernel users). */
+int ntrdma_ring_post_recv(struct ntrdma_ring *ring, spinlock_t *lock,
+			  u32 max_sge, const struct ib_recv_wr *wr,
+			  const struct ib_recv_wr **bad_wr)
 {
-	struct ntrdma_qp *qp = to_nqp(ibqp);
-	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->rq);
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(ring);
 	struct ntrdma_recv_wqe *wqe;
 	unsigned long flags;
 	u32 prod;
 	int i, rc = 0;
 
-	if (qp->user) {
-		*bad_wr = wr;
-		return -EINVAL;
-	}
-	/* Kernel users post from any context: no mutex here. */
-	spin_lock_irqsave(&qp->rq_lock, flags);
-	if (READ_ONCE(qp->state) == IB_QPS_RESET) {
-		rc = -EINVAL;
-		goto out;
-	}
+	/* Kernel users post from any context: a spinlock, no allocation. */
+	spin_lock_irqsave(lock, flags);
 	prod = ctl->prod;
 	for (; wr; wr = wr->next) {
-		if (wr->num_sge < 0 || wr->num_sge > qp->cap.max_recv_sge) {
+		if (wr->num_sge < 0 || wr->num_sge > max_sge) {
 			rc = -EINVAL;
 			break;
 		}
-		if (prod - READ_ONCE(ctl->cons) >= qp->rq.entries) {
+		if (prod - READ_ONCE(ctl->cons) >= ring->entries) {
 			rc = -ENOMEM;
 			break;
 		}
-		wqe = ntrdma_ring_slot(&qp->rq, prod);
+		wqe = ntrdma_ring_slot(ring, prod);
 		wqe->wr_id = wr->wr_id;
 		wqe->num_sge = wr->num_sge;
 		for (i = 0; i < wr->num_sge; i++) {
@@ -341,9 +335,22 @@ int ntrdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	}
 	/* release: the WQEs before the index that publishes them */
 	smp_store_release(&ctl->prod, prod);
-out:
-	spin_unlock_irqrestore(&qp->rq_lock, flags);
+	spin_unlock_irqrestore(lock, flags);
 	if (rc)
 		*bad_wr = wr;
 	return rc;
+}
+
+/* Kernel QPs: queue receive WQEs (user QPs write their mapped RQ). */
+int ntrdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		     const struct ib_recv_wr **bad_wr)
+{
+	struct ntrdma_qp *qp = to_nqp(ibqp);
+
+	if (qp->user || ibqp->srq || READ_ONCE(qp->state) == IB_QPS_RESET) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	return ntrdma_ring_post_recv(&qp->rq, &qp->rq_lock,
+				     qp->cap.max_recv_sge, wr, bad_wr);
 }

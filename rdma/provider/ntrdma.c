@@ -45,6 +45,13 @@ struct ntr_cq {
 	pthread_spinlock_t lock;
 };
 
+struct ntr_srq {
+	struct ibv_srq ibsrq;
+	struct ntr_ring ring;
+	pthread_spinlock_t lock;
+	uint32_t max_sge;
+};
+
 struct ntr_qp {
 	struct ibv_qp ibqp;
 	struct ntr_ring sq;
@@ -64,6 +71,11 @@ static inline struct ntr_context *to_ctx(struct ibv_context *ibctx)
 static inline struct ntr_cq *to_cq(struct ibv_cq *ibcq)
 {
 	return container_of(ibcq, struct ntr_cq, ibcq);
+}
+
+static inline struct ntr_srq *to_srq(struct ibv_srq *ibsrq)
+{
+	return container_of(ibsrq, struct ntr_srq, ibsrq);
 }
 
 static inline struct ntr_qp *to_qp(struct ibv_qp *ibqp)
@@ -368,28 +380,29 @@ static int ntr_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
-static int ntr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
-			 struct ibv_recv_wr **bad_wr)
+/* Write receive WQEs into an RQ or SRQ ring; no system call. */
+static int ring_post_recv(struct ntr_ring *ring, pthread_spinlock_t *lock,
+			  uint32_t max_sge, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad_wr)
 {
-	struct ntr_qp *qp = to_qp(ibqp);
-	struct ntrdma_ring_ctl *ctl = ring_ctl(&qp->rq);
+	struct ntrdma_ring_ctl *ctl = ring_ctl(ring);
 	struct ntrdma_recv_wqe *wqe;
 	uint32_t prod;
 	int i, rc = 0;
 
-	pthread_spin_lock(&qp->rq_lock);
+	pthread_spin_lock(lock);
 	prod = ctl->prod;
 	for (; wr; wr = wr->next) {
-		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_recv_sge) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge) {
 			rc = EINVAL;
 			break;
 		}
 		if (prod - __atomic_load_n(&ctl->cons, __ATOMIC_ACQUIRE) >=
-		    qp->rq.entries) {
+		    ring->entries) {
 			rc = ENOMEM;
 			break;
 		}
-		wqe = ring_slot(&qp->rq, prod);
+		wqe = ring_slot(ring, prod);
 		wqe->wr_id = wr->wr_id;
 		wqe->num_sge = wr->num_sge;
 		for (i = 0; i < wr->num_sge; i++) {
@@ -400,10 +413,23 @@ static int ntr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		prod++;
 	}
 	__atomic_store_n(&ctl->prod, prod, __ATOMIC_RELEASE);
-	pthread_spin_unlock(&qp->rq_lock);
+	pthread_spin_unlock(lock);
 	if (rc)
 		*bad_wr = wr;
 	return rc;
+}
+
+static int ntr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad_wr)
+{
+	struct ntr_qp *qp = to_qp(ibqp);
+
+	if (ibqp->srq) {	/* receives go to the SRQ */
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	return ring_post_recv(&qp->rq, &qp->rq_lock, qp->max_recv_sge, wr,
+			      bad_wr);
 }
 
 static int ntr_build_send_wqe(struct ntr_qp *qp, struct ntrdma_send_wqe *wqe,
@@ -503,6 +529,81 @@ static int ntr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	return rc;
 }
 
+/* ---- SRQ ---- */
+
+NTR_CMD(ntr_create_srq_resp, ib_uverbs_create_srq_resp,
+	struct ntrdma_create_srq_resp drv);
+
+static struct ibv_srq *ntr_create_srq(struct ibv_pd *pd,
+				      struct ibv_srq_init_attr *attr)
+{
+	struct ntr_create_srq_resp resp = {};
+	struct ibv_create_srq cmd;
+	struct ntr_srq *srq;
+	int rc;
+
+	srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return NULL;
+	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
+	rc = ibv_cmd_create_srq(pd, &srq->ibsrq, attr, &cmd, sizeof(cmd),
+				&resp.ibv_cmd, sizeof(resp));
+	if (rc)
+		goto err_free;
+	rc = ring_map(&srq->ring, pd->context, resp.drv.ring_offset,
+		      resp.drv.ring_size, resp.drv.entries,
+		      sizeof(struct ntrdma_recv_wqe));
+	if (rc)
+		goto err_destroy;
+	srq->max_sge = attr->attr.max_sge;
+	return &srq->ibsrq;
+
+err_destroy:
+	ibv_cmd_destroy_srq(&srq->ibsrq);
+err_free:
+	pthread_spin_destroy(&srq->lock);
+	free(srq);
+	errno = rc;
+	return NULL;
+}
+
+static int ntr_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+			  int attr_mask)
+{
+	struct ibv_modify_srq cmd;
+
+	return ibv_cmd_modify_srq(srq, attr, attr_mask, &cmd, sizeof(cmd));
+}
+
+static int ntr_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	struct ibv_query_srq cmd;
+
+	return ibv_cmd_query_srq(srq, attr, &cmd, sizeof(cmd));
+}
+
+static int ntr_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct ntr_srq *srq = to_srq(ibsrq);
+	int rc = ibv_cmd_destroy_srq(ibsrq);
+
+	if (rc)
+		return rc;
+	ring_unmap(&srq->ring);
+	pthread_spin_destroy(&srq->lock);
+	free(srq);
+	return 0;
+}
+
+static int ntr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			     struct ibv_recv_wr **bad_wr)
+{
+	struct ntr_srq *srq = to_srq(ibsrq);
+
+	return ring_post_recv(&srq->ring, &srq->lock, srq->max_sge, wr,
+			      bad_wr);
+}
+
 /* ---- context and device ---- */
 
 static void ntr_free_context(struct ibv_context *ibctx);
@@ -511,18 +612,23 @@ static const struct verbs_context_ops ntr_ctx_ops = {
 	.alloc_pd = ntr_alloc_pd,
 	.create_cq = ntr_create_cq,
 	.create_qp = ntr_create_qp,
+	.create_srq = ntr_create_srq,
 	.dealloc_pd = ntr_dealloc_pd,
 	.dereg_mr = ntr_dereg_mr,
 	.destroy_cq = ntr_destroy_cq,
 	.destroy_qp = ntr_destroy_qp,
+	.destroy_srq = ntr_destroy_srq,
 	.free_context = ntr_free_context,
 	.modify_qp = ntr_modify_qp,
+	.modify_srq = ntr_modify_srq,
 	.poll_cq = ntr_poll_cq,
 	.post_recv = ntr_post_recv,
 	.post_send = ntr_post_send,
+	.post_srq_recv = ntr_post_srq_recv,
 	.query_device_ex = ntr_query_device_ex,
 	.query_port = ntr_query_port,
 	.query_qp = ntr_query_qp,
+	.query_srq = ntr_query_srq,
 	.reg_mr = ntr_reg_mr,
 	.req_notify_cq = ntr_req_notify_cq,
 };

@@ -157,7 +157,8 @@ struct verbs_context_ops {
 				    struct ibv_qp_init_attr *attr);
 	ntr_unused_op create_qp_ex;
 	ntr_unused_op create_rwq_ind_table;
-	ntr_unused_op create_srq;
+	struct ibv_srq *(*create_srq)(struct ibv_pd *pd,
+				      struct ibv_srq_init_attr *attr);
 	ntr_unused_op create_srq_ex;
 	ntr_unused_op create_wq;
 	ntr_unused_op dealloc_mw;
@@ -171,7 +172,7 @@ struct verbs_context_ops {
 	ntr_unused_op destroy_flow_action;
 	int (*destroy_qp)(struct ibv_qp *qp);
 	ntr_unused_op destroy_rwq_ind_table;
-	ntr_unused_op destroy_srq;
+	int (*destroy_srq)(struct ibv_srq *srq);
 	ntr_unused_op destroy_wq;
 	ntr_unused_op detach_mcast;
 	void (*free_context)(struct ibv_context *context);
@@ -185,7 +186,8 @@ struct verbs_context_ops {
 	int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			 int attr_mask);
 	ntr_unused_op modify_qp_rate_limit;
-	ntr_unused_op modify_srq;
+	int (*modify_srq)(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+			  int attr_mask);
 	ntr_unused_op modify_wq;
 	ntr_unused_op open_qp;
 	ntr_unused_op open_xrcd;
@@ -195,7 +197,8 @@ struct verbs_context_ops {
 	int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			 struct ibv_send_wr **bad_wr);
 	ntr_unused_op post_srq_ops;
-	ntr_unused_op post_srq_recv;
+	int (*post_srq_recv)(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			     struct ibv_recv_wr **bad_wr);
 	int (*query_device_ex)(struct ibv_context *context,
 			       const struct ibv_query_device_ex_input *input,
 			       struct ibv_device_attr_ex *attr,
@@ -207,7 +210,7 @@ struct verbs_context_ops {
 			int attr_mask, struct ibv_qp_init_attr *init_attr);
 	ntr_unused_op query_qp_data_in_order;
 	ntr_unused_op query_rt_values;
-	ntr_unused_op query_srq;
+	int (*query_srq)(struct ibv_srq *srq, struct ibv_srq_attr *attr);
 	ntr_unused_op read_counters;
 	ntr_unused_op reg_dm_mr;
 	ntr_unused_op reg_dmabuf_mr;
@@ -241,6 +244,9 @@ NTR_DECLARE_CMD(ibv_create_cq, ib_uverbs_create_cq);
 NTR_DECLARE_CMD(ibv_create_qp, ib_uverbs_create_qp);
 NTR_DECLARE_CMD(ibv_modify_qp, ib_uverbs_modify_qp);
 NTR_DECLARE_CMD(ibv_query_qp, ib_uverbs_query_qp);
+NTR_DECLARE_CMD(ibv_create_srq, ib_uverbs_create_srq);
+NTR_DECLARE_CMD(ibv_modify_srq, ib_uverbs_modify_srq);
+NTR_DECLARE_CMD(ibv_query_srq, ib_uverbs_query_srq);
 
 /* ---- functions exported by libibverbs under IBVERBS_PRIVATE_34 ---- */
 
@@ -292,6 +298,17 @@ int ibv_cmd_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 		      int attr_mask, struct ibv_modify_qp *cmd,
 		      size_t cmd_size);
 int ibv_cmd_destroy_qp(struct ibv_qp *qp);
+int ibv_cmd_create_srq(struct ibv_pd *pd, struct ibv_srq *srq,
+		       struct ibv_srq_init_attr *attr,
+		       struct ibv_create_srq *cmd, size_t cmd_size,
+		       struct ib_uverbs_create_srq_resp *resp,
+		       size_t resp_size);
+int ibv_cmd_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+		       int srq_attr_mask, struct ibv_modify_srq *cmd,
+		       size_t cmd_size);
+int ibv_cmd_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr,
+		      struct ibv_query_srq *cmd, size_t cmd_size);
+int ibv_cmd_destroy_srq(struct ibv_srq *srq);
 int ibv_cmd_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		      struct ibv_send_wr **bad_wr);
 

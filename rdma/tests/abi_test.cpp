@@ -42,6 +42,7 @@ TEST(VerbsAbi, Responses) {
     // Multiples of 8: they follow the core's response in one buffer.
     EXPECT_EQ(sizeof(ntrdma_alloc_ucontext_resp), 32u);
     EXPECT_EQ(sizeof(ntrdma_create_cq_resp), 24u);
+    EXPECT_EQ(sizeof(ntrdma_create_srq_resp), 24u);
     EXPECT_EQ(sizeof(ntrdma_create_qp_resp), 48u);
 }
 
