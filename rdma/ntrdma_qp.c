@@ -9,7 +9,8 @@
  * writes WQEs and the producer index; the kernel will copy each WQE out
  * of the ring and validate it (keys, PD, access, lengths) before the engine
  * moves any data. Moving data is the engine's QP transport, still to come:
- * until then post_send fails with -EOPNOTSUPP.
+ * until then post_send fails with -EOPNOTSUPP. Entering ERR flushes every
+ * posted WQE to its CQ with IB_WC_WR_FLUSH_ERR, as the IB spec demands.
  */
 
 #include <linux/vmalloc.h>
@@ -173,6 +174,58 @@ static int ntrdma_check_qp_attr(struct ib_qp_attr *attr, int mask)
 	return 0;
 }
 
+/*
+ * Complete every WQE still posted in @ring with IB_WC_WR_FLUSH_ERR into
+ * @cq, oldest first (the QP entered ERR). Only the wr_id is read from the
+ * ring; a user producer index that claims more than the ring holds flushes
+ * nothing. Stops early if the CQ is full (overrun: IB_EVENT_CQ_ERR).
+ */
+static void ntrdma_ring_flush(struct ntrdma_qp *qp, struct ntrdma_ring *ring,
+			      struct ib_cq *ibcq, enum ib_wc_opcode opcode)
+{
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(ring);
+	struct ntrdma_cqe e = {
+		.status = IB_WC_WR_FLUSH_ERR,
+		.opcode = opcode,
+		.qp_num = qp->ibqp.qp_num,
+	};
+	struct ib_event ev;
+	u32 prod, cons;
+
+	/* acquire: the WQEs before the index that publishes them */
+	prod = smp_load_acquire(&ctl->prod);
+	cons = READ_ONCE(ctl->cons);
+	if (prod - cons > ring->entries)
+		prod = cons;
+	for (; cons != prod; cons++) {
+		/* Both kinds of WQE start with the wr_id. */
+		e.wr_id = READ_ONCE(*(u64 *)ntrdma_ring_slot(ring, cons));
+		if (ntrdma_cq_post(to_ncq(ibcq), &e, false)) {
+			if (ibcq->event_handler) {
+				ev.device = ibcq->device;
+				ev.event = IB_EVENT_CQ_ERR;
+				ev.element.cq = ibcq;
+				ibcq->event_handler(&ev, ibcq->cq_context);
+			}
+			break;
+		}
+	}
+	/* release: done reading the slots before handing them back */
+	smp_store_release(&ctl->cons, cons);
+}
+
+static void ntrdma_qp_flush(struct ntrdma_qp *qp)
+{
+	unsigned long flags;
+
+	ntrdma_ring_flush(qp, &qp->sq, qp->ibqp.send_cq, IB_WC_SEND);
+	if (qp->ibqp.srq)	/* SRQ WQEs are not this QP's to flush */
+		return;
+	spin_lock_irqsave(&qp->rq_lock, flags);
+	ntrdma_ring_flush(qp, &qp->rq, qp->ibqp.recv_cq, IB_WC_RECV);
+	spin_unlock_irqrestore(&qp->rq_lock, flags);
+}
+
 static void ntrdma_ring_reset(struct ntrdma_ring *ring)
 {
 	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(ring);
@@ -244,6 +297,8 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		ntrdma_ring_reset(&qp->rq);
 	}
 	WRITE_ONCE(qp->state, next);
+	if (next == IB_QPS_ERR && cur != IB_QPS_ERR)
+		ntrdma_qp_flush(qp);
 	rc = 0;
 out:
 	mutex_unlock(&qp->lock);
@@ -347,10 +402,20 @@ int ntrdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 {
 	struct ntrdma_qp *qp = to_nqp(ibqp);
 
+	unsigned long flags;
+	int rc;
+
 	if (qp->user || ibqp->srq || READ_ONCE(qp->state) == IB_QPS_RESET) {
 		*bad_wr = wr;
 		return -EINVAL;
 	}
-	return ntrdma_ring_post_recv(&qp->rq, &qp->rq_lock,
-				     qp->cap.max_recv_sge, wr, bad_wr);
+	rc = ntrdma_ring_post_recv(&qp->rq, &qp->rq_lock,
+				   qp->cap.max_recv_sge, wr, bad_wr);
+	/* In ERR, receives complete at once, flushed. */
+	if (READ_ONCE(qp->state) == IB_QPS_ERR) {
+		spin_lock_irqsave(&qp->rq_lock, flags);
+		ntrdma_ring_flush(qp, &qp->rq, ibqp->recv_cq, IB_WC_RECV);
+		spin_unlock_irqrestore(&qp->rq_lock, flags);
+	}
+	return rc;
 }

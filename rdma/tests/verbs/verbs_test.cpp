@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -413,6 +414,68 @@ TEST_F(Verbs, QpPostRecvUntilFull) {
     EXPECT_EQ(ibv_post_recv(qp, &big, &bad), EINVAL);
     EXPECT_EQ(DestroyQp(qp), 0);
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
+// Entering ERR completes every posted receive with a flush error, through
+// the CQ ring the provider polls, and an armed CQ raises a channel event.
+TEST_F(Verbs, ErrFlushesPostedReceivesWithEvent) {
+    ibv_comp_channel* ch = ibv_create_comp_channel(ctx_);
+    ASSERT_NE(ch, nullptr);
+    ibv_cq* rcq = ibv_create_cq(ctx_, 16, nullptr, ch, 0);
+    ASSERT_NE(rcq, nullptr);
+    ibv_qp_init_attr a{};
+    a.send_cq = cq_;
+    a.recv_cq = rcq;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = 4;
+    a.cap.max_recv_wr = 8;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    ibv_qp* qp = ibv_create_qp(pd_, &a);
+    ASSERT_NE(qp, nullptr);
+    ASSERT_EQ(ToInit(qp), 0);
+    std::vector<char> buf(4096);
+    ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 64, mr->lkey};
+    for (uint64_t id = 100; id < 103; id++) {
+        ibv_recv_wr wr{};
+        wr.wr_id = id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+    }
+    ibv_wc wc[8];
+    EXPECT_EQ(ibv_poll_cq(rcq, 8, wc), 0);
+    ASSERT_EQ(ibv_req_notify_cq(rcq, 0), 0);
+
+    ibv_qp_attr e{};
+    e.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(qp, &e, IBV_QP_STATE), 0);
+
+    pollfd pfd{ch->fd, POLLIN, 0};
+    ASSERT_EQ(poll(&pfd, 1, 5000), 1) << "no completion event";
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    ASSERT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+    EXPECT_EQ(ev_cq, rcq);
+    ibv_ack_cq_events(rcq, 1);
+
+    ASSERT_EQ(ibv_poll_cq(rcq, 8, wc), 3);
+    for (int i = 0; i < 3; i++) {
+        EXPECT_EQ(wc[i].wr_id, 100u + i);
+        EXPECT_EQ(wc[i].status, IBV_WC_WR_FLUSH_ERR);
+        EXPECT_EQ(wc[i].qp_num, qp->qp_num);
+    }
+    EXPECT_EQ(ibv_poll_cq(rcq, 8, wc), 0);
+    // Not re-armed: no second event.
+    EXPECT_EQ(poll(&pfd, 1, 200), 0);
+
+    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    EXPECT_EQ(ibv_destroy_cq(rcq), 0);
+    EXPECT_EQ(ibv_destroy_comp_channel(ch), 0);
 }
 
 // ---- SRQ ----
