@@ -307,6 +307,7 @@ int ntrdma_ib_add(struct ntrdma_dev *ndev)
 	nib->ndev = ndev;
 	ibdev = &nib->ibdev;
 	xa_init_flags(&nib->qp_xa, XA_FLAGS_ALLOC);
+	mutex_init(&nib->qp_lock);
 	xa_init_flags(&nib->cq_xa, XA_FLAGS_ALLOC);
 	atomic_set(&nib->num_pd, 0);
 	atomic_set(&nib->num_srq, 0);
@@ -340,6 +341,7 @@ err_mem:
 err_dealloc:
 	xa_destroy(&nib->qp_xa);
 	xa_destroy(&nib->cq_xa);
+	mutex_destroy(&nib->qp_lock);
 	ib_dealloc_device(ibdev);
 	return rc;
 }
@@ -357,6 +359,7 @@ void ntrdma_ib_del(struct ntrdma_dev *ndev)
 	ntrdma_mem_fini(nib);
 	xa_destroy(&nib->qp_xa);
 	xa_destroy(&nib->cq_xa);
+	mutex_destroy(&nib->qp_lock);
 	ib_dealloc_device(&nib->ibdev);
 }
 
@@ -379,7 +382,13 @@ void ntrdma_ib_link_up(struct ntrdma_dev *ndev)
 	ntrdma_ib_port_event(ndev, IB_EVENT_PORT_ACTIVE);
 }
 
+/*
+ * The session with the peer ended: the port goes down, and connected QPs
+ * (their peer QPs belong to the old session and are gone) go to ERR.
+ */
 void ntrdma_ib_link_down(struct ntrdma_dev *ndev)
 {
 	ntrdma_ib_port_event(ndev, IB_EVENT_PORT_ERR);
+	if (ndev->ib)
+		ntrdma_qps_link_down(ndev->ib);
 }

@@ -40,6 +40,7 @@ struct ntrdma_ib {
 	struct xarray mr_xa;		/* key index -> struct ntrdma_mr */
 	u8 *mr_tag;			/* last tag used at each index */
 	struct xarray qp_xa;		/* QP number -> struct ntrdma_qp */
+	struct mutex qp_lock;		/* QP table walks vs. destroy */
 	u32 qp_next;			/* cyclic QPN allocation */
 	struct xarray cq_xa;		/* CQ id -> struct ntrdma_cq */
 	u32 cq_next;
@@ -231,6 +232,7 @@ int ntrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		     const struct ib_send_wr **bad_wr);
 int ntrdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		     const struct ib_recv_wr **bad_wr);
+void ntrdma_qps_link_down(struct ntrdma_ib *nib);
 int ntrdma_ring_post_recv(struct ntrdma_ring *ring, spinlock_t *lock,
 			  u32 max_sge, const struct ib_recv_wr *wr,
 			  const struct ib_recv_wr **bad_wr);

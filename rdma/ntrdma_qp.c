@@ -124,9 +124,12 @@ err_destroy:
 
 int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
+	struct ntrdma_ib *nib = to_nib(ibqp->device);
 	struct ntrdma_qp *qp = to_nqp(ibqp);
 
-	xa_erase(&to_nib(ibqp->device)->qp_xa, ibqp->qp_num);
+	mutex_lock(&nib->qp_lock);	/* not while a table walk uses it */
+	xa_erase(&nib->qp_xa, ibqp->qp_num);
+	mutex_unlock(&nib->qp_lock);
 	ntrdma_ring_free(&qp->rq);
 	ntrdma_ring_free(&qp->sq);
 	mutex_destroy(&qp->lock);
@@ -303,6 +306,34 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 out:
 	mutex_unlock(&qp->lock);
 	return rc;
+}
+
+/* Link down: connected QPs to ERR, flushed, with IB_EVENT_QP_FATAL. */
+void ntrdma_qps_link_down(struct ntrdma_ib *nib)
+{
+	struct ntrdma_qp *qp;
+	unsigned long index;
+	struct ib_event ev;
+	bool fatal;
+
+	mutex_lock(&nib->qp_lock);
+	xa_for_each(&nib->qp_xa, index, qp) {
+		mutex_lock(&qp->lock);
+		fatal = qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS ||
+			qp->state == IB_QPS_SQD || qp->state == IB_QPS_SQE;
+		if (fatal) {
+			WRITE_ONCE(qp->state, IB_QPS_ERR);
+			ntrdma_qp_flush(qp);
+		}
+		mutex_unlock(&qp->lock);
+		if (fatal && qp->ibqp.event_handler) {
+			ev.device = qp->ibqp.device;
+			ev.event = IB_EVENT_QP_FATAL;
+			ev.element.qp = &qp->ibqp;
+			qp->ibqp.event_handler(&ev, qp->ibqp.qp_context);
+		}
+	}
+	mutex_unlock(&nib->qp_lock);
 }
 
 int ntrdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,

@@ -560,4 +560,85 @@ TEST_F(Verbs, SrqPostRecvUntilFullAndQpWithSrq) {
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
 }
 
+// ---- the link ----
+
+// Wait up to ms for an async event of the given type; acks everything read.
+bool WaitAsyncEvent(ibv_context* ctx, ibv_event_type type, int ms, void* element = nullptr) {
+    for (int waited = 0; waited < ms; waited += 100) {
+        pollfd pfd{ctx->async_fd, POLLIN, 0};
+        if (poll(&pfd, 1, 100) != 1) {
+            continue;
+        }
+        ibv_async_event ev{};
+        if (ibv_get_async_event(ctx, &ev)) {
+            return false;
+        }
+        bool match = ev.event_type == type && (!element || ev.element.qp == element);
+        ibv_ack_async_event(&ev);
+        if (match) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// The session with the peer ends: PORT_ERR, connected QPs go to ERR with
+// QP_FATAL and their receives are flushed; the port comes back with the
+// peer. The selftest passes the commands that take the peer away and back.
+TEST_F(Verbs, LinkLossMakesConnectedQpsFatal) {
+    const char* down = std::getenv("NTRDMA_PEER_DOWN_CMD");
+    const char* up = std::getenv("NTRDMA_PEER_UP_CMD");
+    if (!down || !up) {
+        GTEST_SKIP() << "NTRDMA_PEER_DOWN_CMD / NTRDMA_PEER_UP_CMD not set";
+    }
+    ibv_cq* rcq = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
+    ASSERT_NE(rcq, nullptr);
+    ibv_qp_init_attr a{};
+    a.send_cq = cq_;
+    a.recv_cq = rcq;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = 4;
+    a.cap.max_recv_wr = 4;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    ibv_qp* qp = ibv_create_qp(pd_, &a);
+    ASSERT_NE(qp, nullptr);
+    ibv_qp* idle = CreateRcQp();  // stays in RESET: not connected
+    ASSERT_NE(idle, nullptr);
+    ASSERT_EQ(ToInit(qp), 0);
+    ASSERT_EQ(ToRtr(qp, qp->qp_num), 0);
+    ASSERT_EQ(ToRts(qp), 0);
+    std::vector<char> buf(4096);
+    ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 64, mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = 7;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+
+    ASSERT_EQ(std::system(down), 0) << down;
+    EXPECT_TRUE(WaitAsyncEvent(ctx_, IBV_EVENT_QP_FATAL, 5000, qp));
+    EXPECT_EQ(State(qp), IBV_QPS_ERR);
+    EXPECT_EQ(State(idle), IBV_QPS_RESET);
+    ibv_wc wc[4];
+    ASSERT_EQ(ibv_poll_cq(rcq, 4, wc), 1);
+    EXPECT_EQ(wc[0].wr_id, 7u);
+    EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+    ibv_port_attr p{};
+    ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);
+    EXPECT_NE(p.state, IBV_PORT_ACTIVE);
+
+    ASSERT_EQ(std::system(up), 0) << up;
+    EXPECT_TRUE(WaitAsyncEvent(ctx_, IBV_EVENT_PORT_ACTIVE, 15000));
+    ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);
+    EXPECT_EQ(p.state, IBV_PORT_ACTIVE);
+
+    EXPECT_EQ(ibv_destroy_qp(qp), 0);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    EXPECT_EQ(ibv_destroy_cq(rcq), 0);
+}
+
 }  // namespace
