@@ -98,8 +98,8 @@ static void ntrdma_cqe_to_wc(struct ntrdma_ib *nib, const struct ntrdma_cqe *e,
 }
 
 /*
- * Kernel poll (kernel CQs, and the uverbs poll_cq command on user CQs whose
- * consumer index then comes from the user: checked before use).
+ * Kernel poll. Kernel CQs only in practice (the uverbs POLL_CQ command is
+ * not enabled), but the consumer index is checked as if a user wrote it.
  */
 int ntrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 {

@@ -323,6 +323,12 @@ int ntrdma_ib_add(struct ntrdma_dev *ndev)
 	addrconf_addr_eui48((unsigned char *)&ibdev->node_guid,
 			    netdev->dev_addr);
 	ib_set_device_ops(ibdev, &ntrdma_ib_ops);
+	/*
+	 * Of the data path commands only POST_SEND, the doorbell: receives,
+	 * polls and arming happen on the mapped rings (the core leaves
+	 * POST_RECV, POLL_CQ and REQ_NOTIFY_CQ disabled).
+	 */
+	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND);
 
 	rc = ib_device_set_netdev(ibdev, netdev, 1);
 	if (rc)

@@ -110,7 +110,8 @@ struct ntrdma_srq {
 struct ntrdma_qp {
 	struct ib_qp ibqp;
 	struct mutex lock;		/* attributes and state */
-	spinlock_t rq_lock;		/* kernel post_recv */
+	spinlock_t rq_lock;		/* RQ posts and flushes */
+	spinlock_t sq_lock;		/* SQ posts and flushes */
 	enum ib_qp_state state;
 	struct ntrdma_ring sq;
 	struct ntrdma_ring rq;

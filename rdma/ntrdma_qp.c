@@ -9,8 +9,9 @@
  * writes WQEs and the producer index; the kernel will copy each WQE out
  * of the ring and validate it (keys, PD, access, lengths) before the engine
  * moves any data. Moving data is the engine's QP transport, still to come:
- * until then post_send fails with -EOPNOTSUPP. Entering ERR flushes every
- * posted WQE to its CQ with IB_WC_WR_FLUSH_ERR, as the IB spec demands.
+ * until then post_send fails with -EOPNOTSUPP (except in ERR). Entering ERR
+ * flushes every posted WQE to its CQ with IB_WC_WR_FLUSH_ERR, and work
+ * posted in ERR completes at once the same way, as the IB spec demands.
  */
 
 #include <linux/vmalloc.h>
@@ -56,6 +57,7 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 
 	mutex_init(&qp->lock);
 	spin_lock_init(&qp->rq_lock);
+	spin_lock_init(&qp->sq_lock);
 	qp->user = !!udata;
 	qp->state = IB_QPS_RESET;
 	qp->sq_sig_type = attr->sq_sig_type;
@@ -221,7 +223,9 @@ static void ntrdma_qp_flush(struct ntrdma_qp *qp)
 {
 	unsigned long flags;
 
+	spin_lock_irqsave(&qp->sq_lock, flags);
 	ntrdma_ring_flush(qp, &qp->sq, qp->ibqp.send_cq, IB_WC_SEND);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	if (qp->ibqp.srq)	/* SRQ WQEs are not this QP's to flush */
 		return;
 	spin_lock_irqsave(&qp->rq_lock, flags);
@@ -375,13 +379,65 @@ int ntrdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	return 0;
 }
 
+/* Kernel QPs in ERR: queue send WQEs (only wr_id matters), then flush. */
+static int ntrdma_post_send_err(struct ntrdma_qp *qp,
+				const struct ib_send_wr *wr,
+				const struct ib_send_wr **bad_wr)
+{
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
+	struct ntrdma_send_wqe *wqe;
+	unsigned long flags;
+	u32 prod;
+	int rc = 0;
+
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	prod = ctl->prod;
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || wr->num_sge > qp->cap.max_send_sge) {
+			rc = -EINVAL;
+			break;
+		}
+		if (prod - READ_ONCE(ctl->cons) >= qp->sq.entries) {
+			rc = -ENOMEM;
+			break;
+		}
+		wqe = ntrdma_ring_slot(&qp->sq, prod);
+		wqe->wr_id = wr->wr_id;
+		wqe->opcode = wr->opcode;
+		prod++;
+	}
+	/* release: the WQEs before the index that publishes them */
+	smp_store_release(&ctl->prod, prod);
+	ntrdma_ring_flush(qp, &qp->sq, qp->ibqp.send_cq, IB_WC_SEND);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	if (rc)
+		*bad_wr = wr;
+	return rc;
+}
+
 /*
  * User QPs post into their mapped SQ and call this with no WR as the
- * doorbell; kernel QPs pass WRs. Either needs the engine's QP transport.
+ * doorbell; kernel QPs pass WRs. In ERR both complete at once, flushed
+ * (which also lets ib_drain_qp() work); otherwise moving data needs the
+ * engine's QP transport.
  */
 int ntrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		     const struct ib_send_wr **bad_wr)
 {
+	struct ntrdma_qp *qp = to_nqp(ibqp);
+	unsigned long flags;
+
+	if (READ_ONCE(qp->state) == IB_QPS_ERR) {
+		if (!qp->user)
+			return ntrdma_post_send_err(qp, wr, bad_wr);
+		if (!wr) {
+			spin_lock_irqsave(&qp->sq_lock, flags);
+			ntrdma_ring_flush(qp, &qp->sq, ibqp->send_cq,
+					  IB_WC_SEND);
+			spin_unlock_irqrestore(&qp->sq_lock, flags);
+			return 0;
+		}
+	}
 	*bad_wr = wr;
 	return -EOPNOTSUPP;
 }

@@ -418,7 +418,7 @@ TEST_F(Verbs, QpPostRecvUntilFull) {
 
 // Entering ERR completes every posted receive with a flush error, through
 // the CQ ring the provider polls, and an armed CQ raises a channel event.
-TEST_F(Verbs, ErrFlushesPostedReceivesWithEvent) {
+TEST_F(Verbs, ErrFlushesPostedWorkWithEvent) {
     ibv_comp_channel* ch = ibv_create_comp_channel(ctx_);
     ASSERT_NE(ch, nullptr);
     ibv_cq* rcq = ibv_create_cq(ctx_, 16, nullptr, ch, 0);
@@ -471,6 +471,19 @@ TEST_F(Verbs, ErrFlushesPostedReceivesWithEvent) {
     EXPECT_EQ(ibv_poll_cq(rcq, 8, wc), 0);
     // Not re-armed: no second event.
     EXPECT_EQ(poll(&pfd, 1, 200), 0);
+
+    // Sends posted in ERR complete at once, flushed (to the send CQ).
+    ibv_send_wr swr{};
+    swr.wr_id = 200;
+    swr.sg_list = &sge;
+    swr.num_sge = 1;
+    swr.opcode = IBV_WR_SEND;
+    swr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* sbad = nullptr;
+    ASSERT_EQ(ibv_post_send(qp, &swr, &sbad), 0);
+    ASSERT_EQ(ibv_poll_cq(cq_, 8, wc), 1);
+    EXPECT_EQ(wc[0].wr_id, 200u);
+    EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
 
     EXPECT_EQ(ibv_destroy_qp(qp), 0);
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
@@ -620,7 +633,7 @@ TEST_F(Verbs, LinkLossMakesConnectedQpsFatal) {
     ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
 
     ASSERT_EQ(std::system(down), 0) << down;
-    EXPECT_TRUE(WaitAsyncEvent(ctx_, IBV_EVENT_QP_FATAL, 5000, qp));
+    EXPECT_TRUE(WaitAsyncEvent(ctx_, IBV_EVENT_QP_FATAL, 10000, qp));
     EXPECT_EQ(State(qp), IBV_QPS_ERR);
     EXPECT_EQ(State(idle), IBV_QPS_RESET);
     ibv_wc wc[4];
