@@ -78,6 +78,7 @@ static int ntrdma_check_access(int access)
 }
 
 static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
+				       struct ib_pd *pd,
 				       enum ntrdma_mr_kind kind, int access)
 {
 	struct ntrdma_mr *mr;
@@ -106,6 +107,9 @@ static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
 	mr->kind = kind;
 	mr->index = index;
 	mr->access = access & NTRDMA_ACCESS_SUPPORTED;
+	/* Set before publishing (the core sets them again on return). */
+	mr->ibmr.device = pd->device;
+	mr->ibmr.pd = pd;
 	mr->ibmr.lkey = index << 8 | tag;
 	mr->ibmr.rkey = mr->ibmr.lkey;
 	refcount_set(&mr->refs, 1);
@@ -158,7 +162,7 @@ struct ib_mr *ntrdma_get_dma_mr(struct ib_pd *ibpd, int access)
 	struct ntrdma_mr *mr;
 
 	/* Kernel users only: uverbs has no way to ask for this. */
-	mr = ntrdma_mr_new(nib, NTRDMA_MR_DMA, access);
+	mr = ntrdma_mr_new(nib, ibpd, NTRDMA_MR_DMA, access);
 	if (IS_ERR(mr))
 		return ERR_CAST(mr);
 	mr->length = U64_MAX;
@@ -182,7 +186,7 @@ struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	    check_add_overflow(start, length, &end) ||
 	    check_add_overflow(iova, length, &end))
 		return ERR_PTR(-EINVAL);
-	mr = ntrdma_mr_new(nib, NTRDMA_MR_USER, access);
+	mr = ntrdma_mr_new(nib, ibpd, NTRDMA_MR_USER, access);
 	if (IS_ERR(mr))
 		return ERR_CAST(mr);
 	/* Pins the pages (fails for unmapped addresses). */
@@ -209,7 +213,7 @@ struct ib_mr *ntrdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 	if (!max_num_sg || max_num_sg > NTRDMA_MAX_FRPL)
 		return ERR_PTR(-EINVAL);
 	/* Access comes with the registration WR; none until then. */
-	mr = ntrdma_mr_new(nib, NTRDMA_MR_FRMR, 0);
+	mr = ntrdma_mr_new(nib, ibpd, NTRDMA_MR_FRMR, 0);
 	if (IS_ERR(mr))
 		return ERR_CAST(mr);
 	mr->pages = kcalloc(max_num_sg, sizeof(*mr->pages), GFP_KERNEL);
