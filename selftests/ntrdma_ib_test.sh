@@ -69,12 +69,11 @@ if is_pair; then
 else
 	echo "$REMOTE_DEV" > $NTB_DRV/unbind
 fi
+up_s() { cut -d' ' -f1 /proc/uptime; }
+t_down=$(up_s)
 wait_for 5 port_is "$IBDEV" PORT_DOWN
 st=$(port_state "$IBDEV")
-wait_for 10 grep -q PORT_ERR "$ev"
-ktap_diag "events so far: $(grep -o 'IBV_EVENT_[A-Z_]*' "$ev" | tr '\n' ' ')"
-ktap_check "peer driver gone: port $st, async event PORT_ERR" \
-	sh -c "[ '$st' = PORT_DOWN ] && grep -q PORT_ERR '$ev'"
+ktap_check "peer driver gone: port $st (at ${t_down} s)" test "$st" = PORT_DOWN
 if is_pair; then
 	peer "modprobe ntrdma"
 else
@@ -82,13 +81,15 @@ else
 fi
 wait_for 10 port_is "$IBDEV" PORT_ACTIVE
 st=$(port_state "$IBDEV")
-active_after_err() { sed -n '/PORT_ERR/,$p' "$ev" | grep -q PORT_ACTIVE; }
-wait_for 10 active_after_err
+# The events (delivered by the RDMA core's workqueue, late when the guest
+# is starved): a PORT_ERR, then a PORT_ACTIVE after it.
+err_then_active() { sed -n '/PORT_ERR/,$p' "$ev" | grep -q PORT_ACTIVE; }
+wait_for 20 err_then_active
 kill "$aw" 2>/dev/null
 wait "$aw" 2>/dev/null
-sed 's/^/# asyncwatch: /' "$ev" | grep -i event | head -6
-ktap_check "peer driver back: port $st, async event PORT_ACTIVE" \
-	eval "[ '$st' = PORT_ACTIVE ] && active_after_err"
+ktap_diag "events: $(grep -o 'IBV_EVENT_[A-Z_]*' "$ev" | tr '\n' ' ')(now ${SECONDS} s into the test, $(up_s) s up)"
+ktap_check "peer driver back: port $st; async events PORT_ERR then PORT_ACTIVE" \
+	eval "[ '$st' = PORT_ACTIVE ] && err_then_active"
 rm -f "$ev"
 
 # 7..: the conformance suite. RoCE addressing: modify_qp to RTR resolves the
