@@ -167,8 +167,17 @@ ktap_check "BQL: in-flight bytes back to 0 after traffic (limit $(bql A "$IFA" l
 stats() { ${!1} "ip -s -j link show ${2}" | jq -r '.[0].stats64 |
 	"\(.tx.packets) \(.rx.packets) \(.rx.dropped) \(.tx.errors + .rx.errors)"'; }
 downs() { cat $DEBUGFS/ntrdma/*/info | awk '/^link_down_events/ { n += $2 } END { print n + 0 }'; }
-read -r atx arx adrop aerr <<< "$(stats A "$IFA")"
-read -r btx brx bdrop berr <<< "$(stats B "$IFB")"
+# A consistent snapshot: background frames (IPv6 neighbour discovery...) may
+# cross between two reads, so retry until A's counters did not move across
+# the read of B's.
+for try in 1 2 3 4 5; do
+	a1=$(stats A "$IFA")
+	b1=$(stats B "$IFB")
+	[ "$(stats A "$IFA")" = "$a1" ] && break
+	sleep 0.5
+done
+read -r atx arx adrop aerr <<< "$a1"
+read -r btx brx bdrop berr <<< "$b1"
 flaps=$(( $(downs) - DOWNS0 ))
 ktap_diag "A tx $atx rx $arx dropped $adrop errors $aerr; B tx $btx rx $brx dropped $bdrop errors $berr; link losses since start: $flaps"
 if [ "$flaps" = 0 ]; then
