@@ -401,6 +401,11 @@ perftest_run() {
 			for (i = 1; i <= n; i++) if (H[i] ~ /^t_avg/) { print L[i]; exit } }')
 		BYTES=0
 		NOTE="$LAT_ITERS iterations, typical"
+		if ! [[ $VAL =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+			# perftest's cycle clock can fail under TCG ("inf", "-nan")
+			NOTE="ib_$test: the tool printed a non-finite latency ($VAL)"
+			return 1
+		fi
 	else
 		# bytes iterations bw_peak bw_average msg_rate (MiB/s, as perftest prints)
 		read -r _ it _ VAL _ <<<"$line"
