@@ -249,7 +249,6 @@ struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev, int id,
 void ntrdma_tqp_destroy(struct ntrdma_tqp *qp);
 void ntrdma_tqp_start(struct ntrdma_tqp *qp);
 void ntrdma_tqp_stop(struct ntrdma_tqp *qp);
-bool ntrdma_tqp_active(struct ntrdma_tqp *qp);
 void ntrdma_tqp_set_state(struct ntrdma_tqp *qp, u32 state);
 u32 ntrdma_tqp_peer_state(struct ntrdma_tqp *qp);
 int ntrdma_tqp_post_recv(struct ntrdma_tqp *qp, dma_addr_t addr, u32 len,
@@ -258,7 +257,6 @@ u32 ntrdma_tqp_recv_room(struct ntrdma_tqp *qp);
 void ntrdma_tqp_post_commit(struct ntrdma_tqp *qp);
 int ntrdma_tqp_poll_recv(struct ntrdma_tqp *qp, struct ntrdma_tqp_rcomp *c,
 			 u32 posted_len);
-bool ntrdma_tqp_recv_pending(struct ntrdma_tqp *qp);
 bool ntrdma_tqp_recv_arm(struct ntrdma_tqp *qp);
 int ntrdma_tqp_send(struct ntrdma_tqp *qp, const struct ntrdma_tqp_sge *sg,
 		    int nsge, u32 len, u64 meta, void *cookie, bool more);

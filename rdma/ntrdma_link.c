@@ -145,21 +145,24 @@ static void ntrdma_go_up(struct ntrdma_dev *ndev)
 	ntrdma_ib_link_up(ndev);
 }
 
+/* If up: down for both faces (they stop and flush), logged once. */
+static void ntrdma_leave_up(struct ntrdma_dev *ndev, const char *why)
+{
+	if (ndev->state != NTRDMA_LINK_UP)
+		return;
+	WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
+	del_timer_sync(&ndev->hb_timer);
+	atomic64_inc(&ndev->stats.link_down_events);
+	dev_info(&ndev->ntb->dev, "%s: link down: %s\n", ndev->name, why);
+	ntrdma_net_link_down(ndev);
+	ntrdma_ib_link_down(ndev);
+	ntrdma_cmd_stop(ndev);
+}
+
 /* Leave the session: the faces stop and flush, a new epoch is published. */
 static void ntrdma_go_down(struct ntrdma_dev *ndev, const char *why)
 {
-	bool was_up = ndev->state == NTRDMA_LINK_UP;
-
-	WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
-	del_timer_sync(&ndev->hb_timer);
-	if (was_up) {
-		atomic64_inc(&ndev->stats.link_down_events);
-		dev_info(&ndev->ntb->dev, "%s: link down: %s\n", ndev->name,
-			 why);
-		ntrdma_net_link_down(ndev);
-		ntrdma_ib_link_down(ndev);
-		ntrdma_cmd_stop(ndev);
-	}
+	ntrdma_leave_up(ndev, why);
 	/*
 	 * Close the inbound window (on hardware that enforces translation,
 	 * a peer that has not noticed yet can no longer write to us); it
@@ -349,16 +352,7 @@ bool ntrdma_link_stop(struct ntrdma_dev *ndev)
 		ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_EPOCH, 0);
 		ntrdma_ring_ctrl(ndev);
 	}
-	if (ndev->state == NTRDMA_LINK_UP) {
-		WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
-		del_timer_sync(&ndev->hb_timer);
-		atomic64_inc(&ndev->stats.link_down_events);
-		dev_info(&ndev->ntb->dev, "%s: link down: unloading\n",
-			 ndev->name);
-		ntrdma_net_link_down(ndev);
-		ntrdma_ib_link_down(ndev);
-		ntrdma_cmd_stop(ndev);
-	}
+	ntrdma_leave_up(ndev, "unloading");
 	ndev->pinbox = NULL;
 	mutex_unlock(&ndev->link_lock);
 

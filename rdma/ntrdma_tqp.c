@@ -228,11 +228,6 @@ void ntrdma_tqp_stop(struct ntrdma_tqp *qp)
 	}
 }
 
-bool ntrdma_tqp_active(struct ntrdma_tqp *qp)
-{
-	return READ_ONCE(qp->active);
-}
-
 /* ---- the peer's end ---- */
 
 /* Our end's state word in the peer's region (0: closed); user-defined. */
@@ -330,7 +325,7 @@ int ntrdma_tqp_poll_recv(struct ntrdma_tqp *qp, struct ntrdma_tqp_rcomp *c,
 	return 1;
 }
 
-bool ntrdma_tqp_recv_pending(struct ntrdma_tqp *qp)
+static bool tqp_recv_pending(struct ntrdma_tqp *qp)
 {
 	return READ_ONCE(qp->active) &&
 	       READ_ONCE(tqp_own(qp)->cq_prod) != qp->rx_cons;
@@ -345,7 +340,7 @@ bool ntrdma_tqp_recv_arm(struct ntrdma_tqp *qp)
 		return false;
 	iowrite32(qp->rx_cons, &pt->rx_event);
 	mb(); /* the request before the re-check */
-	return ntrdma_tqp_recv_pending(qp);
+	return tqp_recv_pending(qp);
 }
 
 /* ---- send ---- */
