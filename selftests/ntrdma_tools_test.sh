@@ -54,6 +54,7 @@ if [ "${TOOLS_DEV:-}" = rxe ]; then
 	: "${GIDX:=1}" # ::ffff:127.0.0.1 (0 is a link-local address lo cannot route)
 else
 	install_modules && ntb_pair || fail_rest "no NTB device pair"
+	: "${GIDX:=0}"
 	modprobe ntrdma || fail_rest "modprobe ntrdma failed"
 	if is_pair; then peer "modprobe ntrdma" || fail_rest "modprobe ntrdma on the peer failed"; fi
 	install_provider || fail_rest "install_provider failed (no $PROVIDER_DIR/libntrdma-rdmav34.so?)"
@@ -105,12 +106,19 @@ dmesg_tail() {
 	if is_pair; then peer "dmesg | tail -n 15" | sed 's/^/# dmesg (peer): /'; fi
 }
 
-# What a failed run leaves for the report: commands, output ends, kernel log.
-explain() { # CLIENT_CMD SERVER_CMD CLIENT_OUT SERVER_OUT
-	ktap_diag "client: $1"
-	[ -n "$2" ] && ktap_diag "server: $2"
-	tail -n 12 <<<"$3" | sed 's/^/# client> /'
-	[ -n "$4" ] && tail -n 12 <<<"$4" | sed 's/^/# server> /'
+# What a failed run leaves for the report: commands, the error lines and
+# ends of both outputs, the kernel log; the whole outputs are kept in
+# $NTRDMA_OUT/tools.PID/NAME.{client,server}.txt.
+ERR_RE='error|fail|couldn|unable|invalid|not supported|unexpected|abort'
+explain() { # NAME CLIENT_CMD SERVER_CMD CLIENT_OUT SERVER_OUT
+	local f=$OUT/${1//[^A-Za-z0-9_.-]/_}
+	ktap_diag "client: $2"
+	[ -n "$3" ] && ktap_diag "server: $3"
+	printf '%s\n' "$2" "$4" >"$f.client.txt"
+	printf '%s\n' "$3" "$5" >"$f.server.txt"
+	{ grep -iE "$ERR_RE" <<<"$4" | head -n 8; tail -n 4 <<<"$4"; } | sed 's/^/# client> /'
+	[ -n "$5" ] && { grep -iE "$ERR_RE" <<<"$5" | head -n 8; tail -n 4 <<<"$5"; } | sed 's/^/# server> /'
+	ktap_diag "whole outputs: $f.{client,server}.txt"
 	dmesg_tail
 }
 
@@ -121,8 +129,8 @@ srv_start() {
 	local f=/tmp/tools-srv.$1
 	srv_sh "rm -f $f.out $f.rc $f.pid; (timeout $((T + 15)) $2 >$f.out 2>&1; echo \$? >$f.rc) </dev/null >/dev/null 2>&1 & echo \$! >$f.pid"
 }
-srv_listening() { # TCP port
-	srv_sh "ss -Hltn 'sport = :$1' | grep -q ."
+srv_listening() { # TCP_PORT [PREFIX: e.g. ip netns exec NS]
+	srv_sh "${2:-} ss -Hltn 'sport = :$1' | grep -q ."
 }
 srv_wait() {
 	local f=/tmp/tools-srv.$1 s
@@ -143,7 +151,7 @@ positive() { awk -v v="$1" 'BEGIN { exit !(v ~ /^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+
 pair_run() { # TAG PORT SERVER_CMD CLIENT_CMD [WAIT: 0 = the server does not end]
 	local tag=$1 port=$2 scmd=$3 ccmd=$4 w=${5:-15}
 	srv_start "$tag" "$scmd"
-	wait_for 10 srv_listening "$port" || ktap_diag "server not listening on $port after 10 s"
+	wait_for 10 srv_listening "$port" "${LPFX:-}" || ktap_diag "server not listening on $port after 10 s"
 	COUT=$(timeout "$T" $ccmd 2>&1)
 	CRC=$?
 	SRC=
@@ -159,7 +167,7 @@ verdict() { # NAME FIGURE_OK FIGURE_TEXT SCMD CCMD
 		ktap_pass "$name"
 	else
 		ktap_diag "$name: client exit $CRC, server exit ${SRC:--}, figure: ${fig:-none}"
-		explain "$5" "$4" "$COUT" "$SOUT"
+		explain "$name" "$5" "$4" "$COUT" "$SOUT"
 		ktap_fail "$name"
 	fi
 }
@@ -287,7 +295,7 @@ run_qperf() { # TEST
 	local test=$1 port=$((PORT++)) v u ok=0
 	local scmd="$QSRV qperf -lp $port"
 	local ccmd="qperf -lp $port -cm1 -t 2 $QADDR $test"
-	pair_run "qp$port" "$port" "$scmd" "$ccmd" 0
+	LPFX=$QSRV pair_run "qp$port" "$port" "$scmd" "$ccmd" 0
 	read -r v u < <(awk '$1 == "bw" || $1 == "latency" { print $3, $4; exit }' <<<"$COUT")
 	if [ "$CRC" = 0 ] && positive "$v"; then ok=1; fi
 	verdict "qperf $test" $ok "${v:-?} ${u:-}" "$scmd" "$ccmd"
@@ -317,5 +325,5 @@ leak() { rdma resource show qp link "$CDEV/1" 2>/dev/null | grep -v 'type GSI\|t
 wait_for 5 eval '[ "$(leak)" = 0 ]'
 ktap_check "no QP left on $CDEV after the tools exited ($(leak) left)" test "$(leak)" = 0
 
-rm -rf "$OUT"
+rmdir "$OUT" 2>/dev/null # kept when a run failed
 ktap_finish
