@@ -332,11 +332,12 @@ rdma_up() {
 	ntrdma)
 		# The verbs face: one ib device per NTB port, named ntrdma*, used
 		# through our rdma-core provider (install_provider: a .driver
-		# file naming the build tree's library). RoCE addressing: GID 0 is
-		# the netdev's link-local address (-x 0), resolved through the IP
-		# stack, so ntr0 is up on both ends (loop: in namespaces bA/bB,
-		# the two devices' netdevs; the out-of-band exchange runs over
-		# them). qperf sets no GRH itself: on RoCE it needs rdma_cm (-cm1).
+		# file naming the build tree's library). Its port has an IB link
+		# layer: a LID or GID 0 (-x 0) addresses the one peer. ntr0 is up
+		# on both ends (loop: in namespaces bA/bB, the two devices'
+		# netdevs) for the tools' out-of-band exchange. qperf connects
+		# directly (no rdma_cm: the port has no CM capability), the two
+		# devices named with -li/-ri.
 		hw_mode 1 || { SETUP_NOTE="ntb_hw_ivshmem flat_window=1 did not come up"; return 1; }
 		modprobe ntrdma || { SETUP_NOTE="modprobe ntrdma failed"; return 1; }
 		is_pair && { peer "modprobe ntrdma" || { SETUP_NOTE="modprobe ntrdma on b failed"; return 1; }; }
@@ -354,7 +355,7 @@ rdma_up() {
 			[ -n "$n" ] && IBOF[$n]=$d
 		done
 		eth_up ntr0 || { SETUP_NOTE="ntr0 for the out-of-band exchange: $SETUP_NOTE"; return 1; }
-		SRV=$B CLI=$A DST=$B_IP GX="-x 0" QCM=1
+		SRV=$B CLI=$A DST=$B_IP GX="-x 0" QCM=
 		if is_pair; then
 			CDEV=${IBOF[$IFA]:-${devs%% *}}
 			SDEV=$(peer "ls /sys/class/infiniband | grep '^ntrdma' | head -1")
@@ -435,7 +436,7 @@ perftest_run() {
 
 # qperf_run TEST: rc_bw or rc_lat.
 qperf_run() {
-	local test=$1 out v u cm="--id $CDEV:1"
+	local test=$1 out v u cm="-li $CDEV:1 -ri $SDEV:1"
 	[ -n "$CM$QCM" ] && cm=-cm1 # the device follows from the address
 	$SRV "pkill -x qperf; (qperf >/dev/null 2>&1 &)"
 	sleep 1

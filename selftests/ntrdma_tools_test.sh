@@ -263,15 +263,13 @@ run_perftest read_lat -s 2 -n 1000
 run_perftest atomic_lat -n 1000
 
 # ---- 16-21: qperf --------------------------------------------------------------------------
-# qperf (0.4.11) sets no GRH when it connects QPs itself, and a RoCE port
-# needs one (modify_qp to RTR fails with EINVAL on every RoCE device): on
-# RoCE it runs only with rdma_cm (-cm1), which picks the device from the IP
-# address. Its server listens on its own TCP port (-lp) and takes the test
-# parameters from the client. Loop: the server's netdev goes into a network
-# namespace for these runs, so that the two addresses resolve to the two
-# devices (in one namespace both would be local and rdma_cm would put both
-# ends on one device); it comes back afterwards.
-QNS=
+# qperf (0.4.11) sets no GRH when it connects QPs itself. ntrdma's port has
+# an InfiniBand link layer, which takes a LID-only address: qperf connects
+# directly, the devices named with -li/-ri, over the tools' TCP address. A
+# RoCE port (rxe) needs a GRH, so there qperf runs only with rdma_cm (-cm1),
+# which picks the device from the IP address. Its server listens on its own
+# TCP port (-lp) and takes the test parameters from the client.
+QNS= QCM=
 if [ "${TOOLS_DEV:-}" = rxe ]; then
 	# rdma_cm cannot resolve over rxe on lo: rxe1 on a dummy netdev with an
 	# address of this host (rxe loops the packets back itself).
@@ -279,22 +277,14 @@ if [ "${TOOLS_DEV:-}" = rxe ]; then
 	ip addr replace 10.79.9.1/32 dev tdummy && ip link set tdummy up &&
 		{ [ -e /sys/class/infiniband/rxe1 ] || rdma link add rxe1 type rxe netdev tdummy; } ||
 		ktap_diag "rxe1 on a dummy netdev failed"
-	QADDR=10.79.9.1 QSRV=
-elif is_pair; then
-	QADDR=$ADDR QSRV=
+	QADDR=10.79.9.1 QSRV= QCM=-cm1
 else
-	QNS=ntrtools$$
-	ip netns add $QNS && ip link set "$SNET" netns $QNS &&
-		ip -n $QNS link set lo up && ip -n $QNS addr add 10.79.1.2/24 dev "$SNET" &&
-		ip -n $QNS link set "$SNET" up && ip addr replace 10.79.1.1/24 dev "$CNET" ||
-		ktap_diag "moving $SNET into netns $QNS failed"
-	QADDR=10.79.1.2 QSRV="ip netns exec $QNS"
-	wait_for 15 ping -c 1 -W 1 $QADDR >/dev/null || ktap_diag "no ping to $QADDR over $CNET"
+	QADDR=$ADDR QSRV= QCM="-li $CDEV:1 -ri $SDEV:1"
 fi
 run_qperf() { # TEST
 	local test=$1 port=$((PORT++)) v u ok=0
 	local scmd="$QSRV qperf -lp $port"
-	local ccmd="qperf -lp $port -cm1 -t 2 $QADDR $test"
+	local ccmd="qperf -lp $port $QCM -t 2 $QADDR $test"
 	LPFX=$QSRV pair_run "qp$port" "$port" "$scmd" "$ccmd" 0
 	read -r v u < <(awk '$1 == "bw" || $1 == "latency" { print $3, $4; exit }' <<<"$COUT")
 	if [ "$CRC" = 0 ] && positive "$v"; then ok=1; fi
