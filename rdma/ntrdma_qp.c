@@ -435,7 +435,7 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		ntrdma_qp_reset_locked(qp);
 	if (next == IB_QPS_RTR && cur != IB_QPS_RTR)
 		ntrdma_resp_reset(qp);
-	if (next == IB_QPS_RTS && cur != IB_QPS_RTS)
+	if (next == IB_QPS_RTS && cur == IB_QPS_RTR)
 		ntrdma_req_reset(qp);
 	if (next == IB_QPS_ERR && qp->state != IB_QPS_ERR)
 		ntrdma_qp_error_ev(qp, false, 0);

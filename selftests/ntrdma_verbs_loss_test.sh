@@ -17,7 +17,7 @@ A_IP=10.78.0.1
 B_IP=10.78.0.2
 
 ktap_header
-if is_pair; then ktap_plan 6; else ktap_plan 3; fi
+if is_pair; then ktap_plan 7; else ktap_plan 4; fi
 
 if ! install_modules || ! ntb_pair; then
 	ktap_fail "ntb devices present"
@@ -120,7 +120,13 @@ if is_pair; then
 	ktap_check "peer host back: port $(port_state "$IBDEV")" port_is "$IBDEV" PORT_ACTIVE
 	ktap_check "new QPs after the peer host returned: ibv_rc_pingpong" pingpong_ok
 fi
+# last: our own driver unloaded under the stream (QPs destroyed by the
+# core while segments are in flight)
+ends_up
+UNLOAD_RC=
+stream_then 'timeout 60 modprobe -r ntrdma; UNLOAD_RC=$?'
+ktap_check "driver unloaded during ib_write_bw: modprobe -r exit ${UNLOAD_RC:-?}, stream exit $STREAM_RC after ${STREAM_S} s" \
+	eval "[ '$UNLOAD_RC' = 0 ] && [ $STREAM_RC != 0 ] && [ $STREAM_RC != 124 ] && [ $STREAM_S -lt 30 ]"
 rm -f "$STREAM_OUT"
-modprobe -r ntrdma
 is_pair && peer "modprobe -r ntrdma"
 ktap_finish
