@@ -314,6 +314,8 @@ int ntrdma_mr_copy(struct ntrdma_mr *mr, u64 addr, void *buf, u32 len,
 		   bool to_mr);
 int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
 		    struct page **page, u32 *off);
+int ntrdma_rsge_scatter(const struct ntrdma_rsge *sg, u32 nsg, u32 off,
+			const void *buf, u32 len);
 
 /* ntrdma_vx.c: the verbs transport over the engine */
 int ntrdma_vx_init(struct ntrdma_ib *nib);

@@ -288,6 +288,31 @@ int ntrdma_mr_copy(struct ntrdma_mr *mr, u64 addr, void *buf, u32 len,
 	return 0;
 }
 
+/*
+ * Scatter @len bytes into the checked SGE list @sg, starting @off bytes
+ * into it; -EFAULT if they do not fit or an address has no page.
+ */
+int ntrdma_rsge_scatter(const struct ntrdma_rsge *sg, u32 nsg, u32 off,
+			const void *buf, u32 len)
+{
+	u32 i, n;
+
+	for (i = 0; i < nsg && len; i++) {
+		if (off >= sg[i].len) {
+			off -= sg[i].len;
+			continue;
+		}
+		n = min(len, sg[i].len - off);
+		if (ntrdma_mr_copy(sg[i].mr, sg[i].addr + off, (void *)buf, n,
+				   true))
+			return -EFAULT;
+		buf += n;
+		len -= n;
+		off = 0;
+	}
+	return len ? -EFAULT : 0;
+}
+
 struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				 u64 iova, int access, struct ib_udata *udata)
 {

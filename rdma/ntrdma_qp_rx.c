@@ -180,29 +180,6 @@ static int resp_take_wqe(struct ntrdma_qp *qp)
 	return 0;
 }
 
-/* Scatter payload at @off of the message into the receive WQE. */
-static int resp_scatter(struct ntrdma_qp *qp, u32 off, const void *buf,
-			u32 len)
-{
-	struct ntrdma_rwqe *r = &qp->rcv;
-	u32 i, n;
-
-	for (i = 0; i < r->nsge && len; i++) {
-		if (off >= r->sge[i].len) {
-			off -= r->sge[i].len;
-			continue;
-		}
-		n = min(len, r->sge[i].len - off);
-		if (ntrdma_mr_copy(r->sge[i].mr, r->sge[i].addr + off,
-				   (void *)buf, n, true))
-			return -EFAULT;
-		buf += n;
-		len -= n;
-		off = 0;
-	}
-	return len ? -EFAULT : 0;
-}
-
 /* The remote MR of a WRITE/READ/atomic, every check done; NULL if none. */
 static struct ntrdma_mr *resp_rkey(struct ntrdma_qp *qp,
 				   const struct ntrdma_vx_hdr *h, int access)
@@ -390,7 +367,8 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 			rc = ntrdma_mr_copy(qp->wr_mr, h->raddr + h->offset,
 					    (void *)payload, len, true);
 		else
-			rc = resp_scatter(qp, h->offset, payload, len);
+			rc = ntrdma_rsge_scatter(qp->rcv.sge, qp->rcv.nsge,
+						 h->offset, payload, len);
 		if (rc) {
 			/* An MR address without a page (kernel users). */
 			if (qp->rcv_wqe)

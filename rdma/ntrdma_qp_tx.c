@@ -439,28 +439,6 @@ static int syn_status(u8 syn)
 	}
 }
 
-/* Scatter READ response bytes into the WQE's local SGEs at @off. */
-static int req_scatter(struct ntrdma_swqe *w, u32 off, const void *buf,
-		       u32 len)
-{
-	u32 i, n;
-
-	for (i = 0; i < w->nsge && len; i++) {
-		if (off >= w->sge[i].len) {
-			off -= w->sge[i].len;
-			continue;
-		}
-		n = min(len, w->sge[i].len - off);
-		if (ntrdma_mr_copy(w->sge[i].mr, w->sge[i].addr + off,
-				   (void *)buf, n, true))
-			return -EFAULT;
-		buf += n;
-		len -= n;
-		off = 0;
-	}
-	return len ? -EFAULT : 0;
-}
-
 /*
  * An answer from the responder (ACK/NAK, READ or atomic response), in the
  * rx work. Everything in it is checked against our own WQEs first.
@@ -517,7 +495,8 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		    h->offset != w->rcvd)
 			goto drop;
 		req_ack_upto(qp, idx);
-		if (req_scatter(w, h->offset, payload, len)) {
+		if (ntrdma_rsge_scatter(w->sge, w->nsge, h->offset, payload,
+					len)) {
 			w->status = IB_WC_LOC_PROT_ERR;
 			w->done = true;
 			qp->rd_out--;
@@ -534,7 +513,7 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		    w->w.opcode != IB_WR_ATOMIC_FETCH_AND_ADD)
 			goto drop;
 		req_ack_upto(qp, idx);
-		if (req_scatter(w, 0, &h->cmp_add, 8))
+		if (ntrdma_rsge_scatter(w->sge, w->nsge, 0, &h->cmp_add, 8))
 			w->status = IB_WC_LOC_PROT_ERR;
 		w->done = true;
 		qp->rd_out--;
