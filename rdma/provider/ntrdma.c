@@ -499,7 +499,7 @@ static int ntr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	struct ntrdma_ring_ctl *ctl = ring_ctl(&qp->sq);
 	struct ibv_send_wr *first = wr, *dummy;
 	uint32_t start, prod;
-	int rc = 0;
+	int rc = 0, db;
 
 	pthread_spin_lock(&qp->sq_lock);
 	start = prod = ctl->prod;
@@ -516,10 +516,11 @@ static int ntr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	}
 	if (prod != start) {
 		__atomic_store_n(&ctl->prod, prod, __ATOMIC_RELEASE);
-		rc = ibv_cmd_post_send(ibqp, NULL, &dummy);
-		if (rc) {
-			/* Refused (no data path yet): nothing was consumed. */
+		db = ibv_cmd_post_send(ibqp, NULL, &dummy);
+		if (db) {
+			/* Refused (QP not ready to send): nothing consumed. */
 			__atomic_store_n(&ctl->prod, start, __ATOMIC_RELEASE);
+			rc = db;
 			wr = first;
 		}
 	}
