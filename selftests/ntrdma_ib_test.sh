@@ -105,6 +105,16 @@ ll_ready() {
 		! ip -6 addr show dev "$NETDEV" | grep -q tentative
 }
 wait_for 10 ll_ready || ktap_diag "$NETDEV: no carrier or link-local address: $(ip -br addr show dev "$NETDEV")"
+# The suite's DataPath tests need both ends in this guest: in the loop
+# topology the responder is the other port's device (unset: they skip).
+if ! is_pair; then
+	NTRDMA_PEER_IBDEV=$(ibdev_of "$REMOTE_DEV")
+	export NTRDMA_PEER_IBDEV
+	PEER_NETDEV=$(netdev_of "$REMOTE_DEV")
+	NETDEV=$PEER_NETDEV wait_for 10 ll_ready ||
+		ktap_diag "peer $PEER_NETDEV: no carrier or link-local address"
+	ktap_diag "verbs suite: requester $IBDEV, responder ${NTRDMA_PEER_IBDEV:-none}"
+fi
 # How the suite takes the peer away and back (its link-loss case).
 if is_pair; then
 	export NTRDMA_PEER_DOWN_CMD="remote modprobe -r ntrdma"
