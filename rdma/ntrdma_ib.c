@@ -177,8 +177,10 @@ static int ntrdma_query_device(struct ib_device *ibdev,
 	attr->max_srq = NTRDMA_MAX_SRQ;
 	attr->max_srq_wr = NTRDMA_MAX_SRQ_WR;
 	attr->max_srq_sge = NTRDMA_MAX_SGE;
-	/* No atomics or MW until the data path implements them. */
-	attr->atomic_cap = IB_ATOMIC_NONE;
+	/* Atomics run on the responder's CPU under one device-wide lock:
+	 * atomic among this device's atomics (no memory windows).
+	 */
+	attr->atomic_cap = IB_ATOMIC_HCA;
 	attr->max_pkeys = 1;
 	attr->local_ca_ack_delay = 15;
 	attr->max_fast_reg_page_list_len = NTRDMA_MAX_FRPL;
@@ -311,9 +313,13 @@ int ntrdma_ib_add(struct ntrdma_dev *ndev)
 	xa_init_flags(&nib->cq_xa, XA_FLAGS_ALLOC);
 	atomic_set(&nib->num_pd, 0);
 	atomic_set(&nib->num_srq, 0);
+	spin_lock_init(&nib->atomic_lock);
 	rc = ntrdma_mem_init(nib);
 	if (rc)
 		goto err_dealloc;
+	rc = ntrdma_vx_init(nib);
+	if (rc)
+		goto err_mem;
 
 	ibdev->node_type = RDMA_NODE_IB_CA;
 	ibdev->phys_port_cnt = 1;
@@ -343,6 +349,7 @@ int ntrdma_ib_add(struct ntrdma_dev *ndev)
 	return 0;
 
 err_mem:
+	ntrdma_vx_fini(nib, true);	/* nothing was posted yet */
 	ntrdma_mem_fini(nib);
 err_dealloc:
 	xa_destroy(&nib->qp_xa);
@@ -362,6 +369,8 @@ void ntrdma_ib_del(struct ntrdma_dev *ndev)
 	ndev->ib = NULL;
 	ib_unregister_device(&nib->ibdev);	/* waits for/evicts users */
 	WARN_ON(!xa_empty(&nib->qp_xa) || !xa_empty(&nib->cq_xa));
+	/* The session is over; the peer left it unless we are told not. */
+	ntrdma_vx_fini(nib, ndev->peer_quiet);
 	ntrdma_mem_fini(nib);
 	xa_destroy(&nib->qp_xa);
 	xa_destroy(&nib->cq_xa);
@@ -385,6 +394,8 @@ static void ntrdma_ib_port_event(struct ntrdma_dev *ndev,
 
 void ntrdma_ib_link_up(struct ntrdma_dev *ndev)
 {
+	if (ndev->ib)
+		ntrdma_vx_start(ndev->ib);
 	ntrdma_ib_port_event(ndev, IB_EVENT_PORT_ACTIVE);
 }
 
@@ -395,6 +406,9 @@ void ntrdma_ib_link_up(struct ntrdma_dev *ndev)
 void ntrdma_ib_link_down(struct ntrdma_dev *ndev)
 {
 	ntrdma_ib_port_event(ndev, IB_EVENT_PORT_ERR);
-	if (ndev->ib)
-		ntrdma_qps_link_down(ndev->ib);
+	if (!ndev->ib)
+		return;
+	/* Sends in flight complete before the QPs are flushed. */
+	ntrdma_vx_stop(ndev->ib);
+	ntrdma_qps_link_down(ndev->ib);
 }

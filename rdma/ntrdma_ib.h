@@ -33,9 +33,13 @@
 #define NTRDMA_GID_TBL_LEN	32
 #define NTRDMA_FIRST_QPN	2	/* 0 and 1 are special in IB */
 
+struct ntrdma_vx;
+
 struct ntrdma_ib {
 	struct ib_device ibdev;
 	struct ntrdma_dev *ndev;
+	struct ntrdma_vx *vx;		/* the data path (ntrdma_vx.c) */
+	spinlock_t atomic_lock;		/* atomics executed for the peer */
 
 	struct xarray mr_xa;		/* key index -> struct ntrdma_mr */
 	u8 *mr_tag;			/* last tag used at each index */
@@ -85,6 +89,8 @@ struct ntrdma_mr {
 	u64 length;
 	struct ib_umem *umem;		/* NTRDMA_MR_USER */
 	u64 *pages;			/* NTRDMA_MR_FRMR */
+	struct page **upages;		/* NTRDMA_MR_USER: the pinned pages */
+	u32 nupages;
 	u32 max_pages;
 	u32 npages;
 	refcount_t refs;		/* 1 while registered + data path */
@@ -105,6 +111,67 @@ struct ntrdma_srq {
 	struct ntrdma_ring ring;
 	u32 limit;			/* armed when non-zero */
 	bool user;
+};
+
+/* A local SGE checked against its MR (which it holds a reference on). */
+struct ntrdma_rsge {
+	struct ntrdma_mr *mr;
+	u64 addr;
+	u32 len;
+};
+
+/* A send WQE the data path copied out of the SQ ring and checked. */
+struct ntrdma_swqe {
+	struct ntrdma_send_wqe w;
+	struct ntrdma_rsge sge[NTRDMA_MAX_SGE];
+	u32 nsge;
+	u32 len;		/* message bytes */
+	u32 msn;
+	u32 sent;		/* payload bytes sent */
+	u32 sge_i, sge_off;	/* where sending resumes */
+	u32 rcvd;		/* READ: response bytes received */
+	bool started;		/* its first segment went out */
+	bool out;		/* all of it went out */
+	bool done;		/* acknowledged / answered */
+	int status;		/* its completion status */
+};
+
+/* A receive WQE being filled (SEND, or WRITE with immediate). */
+struct ntrdma_rwqe {
+	u64 wr_id;
+	struct ntrdma_rsge sge[NTRDMA_MAX_SGE];
+	u32 nsge;
+	u32 cap;		/* bytes the SGEs hold */
+};
+
+/* Responder to requester: what is owed, in message order. */
+enum ntrdma_rsp_kind {
+	NTRDMA_RSP_ACK,
+	NTRDMA_RSP_READ,
+	NTRDMA_RSP_ATOMIC,
+};
+
+struct ntrdma_rsp {
+	enum ntrdma_rsp_kind kind;
+	u32 msn;
+	u8 syndrome;
+	u8 rnr_timer;
+	struct ntrdma_mr *mr;	/* READ: the source (a reference) */
+	u64 raddr;
+	u32 total;
+	u32 sent;
+	u64 orig;		/* ATOMIC */
+};
+
+#define NTRDMA_QP_RSP		64	/* > 2 * NTRDMA_MAX_RD_ATOM + 2 */
+#define NTRDMA_QP_SEGS		32	/* segments in flight per QP */
+#define NTRDMA_SEG_SLOT		512	/* header + inline data */
+
+/* One segment in flight: what its send_done releases. */
+struct ntrdma_seg_meta {
+	struct ntrdma_qp *qp;
+	u32 nmr;
+	struct ntrdma_mr *mr[NTRDMA_MAX_SGE + 1];
 };
 
 struct ntrdma_qp {
@@ -134,6 +201,45 @@ struct ntrdma_qp {
 	u8 retry_cnt;
 	u8 rnr_retry;
 	struct rdma_ah_attr ah_attr;
+
+	/*
+	 * Data path (ntrdma_qp_tx.c requester, ntrdma_qp_rx.c responder),
+	 * all under sq_lock.
+	 */
+	struct ntrdma_swqe *swq;	/* shadow of the SQ ring */
+	u32 sq_fetched;			/* WQEs copied into swq */
+	u32 sq_send;			/* the WQE being sent */
+	u32 req_msn;			/* msn of the next fetched WQE */
+	u32 rd_out;			/* READ/ATOMIC awaiting answers */
+	u8 rnr_left;
+	bool rnr_wait;			/* RNR timer running */
+	struct timer_list rnr_timer;
+	struct work_struct tx_work;
+	struct list_head tx_wait;	/* on vx->tx_waiters */
+	bool seg_blocked;
+	bool cq_overrun;		/* a completion was lost: to ERR */
+
+	u32 resp_msn;			/* next msn the responder expects */
+	bool rcv_busy;			/* a SEND/WRITE is in progress */
+	u8 rcv_op;
+	struct ntrdma_rwqe rcv;
+	bool rcv_wqe;			/* rcv holds a receive WQE */
+	bool rcv_drop;			/* rest of this message dropped */
+	struct ntrdma_mr *wr_mr;	/* WRITE target */
+	u32 rcv_len;
+	struct ntrdma_rsp rsp[NTRDMA_QP_RSP];
+	u32 rsp_head, rsp_tail;
+	bool resp_fatal;		/* to ERR once the NAK is out */
+	int resp_event;			/* async event for that */
+
+	void *segs;			/* NTRDMA_QP_SEGS header slots */
+	struct ntrdma_seg_meta seg_meta[NTRDMA_QP_SEGS];
+	u32 seg_prod;
+	atomic_t seg_done;
+	wait_queue_head_t seg_wait;
+
+	/* statistics */
+	u64 tx_msgs, rx_msgs, rnr_naks;
 };
 
 static inline struct ntrdma_ib *to_nib(struct ib_device *ibdev)
@@ -177,6 +283,46 @@ static inline int ntrdma_check_udata_in(struct ib_udata *udata)
 		return -EOPNOTSUPP;
 	return 0;
 }
+
+/* ntrdma_mem.c: data path access to MR pages */
+int ntrdma_mr_check(struct ntrdma_mr *mr, u64 addr, u64 len);
+int ntrdma_mr_copy(struct ntrdma_mr *mr, u64 addr, void *buf, u32 len,
+		   bool to_mr);
+int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
+		    struct page **page, u32 *off);
+
+/* ntrdma_vx.c: the verbs transport over the engine */
+int ntrdma_vx_init(struct ntrdma_ib *nib);
+void ntrdma_vx_fini(struct ntrdma_ib *nib, bool free_posted);
+void ntrdma_vx_start(struct ntrdma_ib *nib);
+void ntrdma_vx_stop(struct ntrdma_ib *nib);
+int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
+		   const void *inl, u32 inl_len, const struct ntrdma_rsge *sg,
+		   int nsg, u32 sg_skip, u32 len);
+void ntrdma_vx_wait_space(struct ntrdma_qp *qp);
+void ntrdma_vx_flush_rx(struct ntrdma_ib *nib);
+void ntrdma_vx_kick(struct ntrdma_qp *qp);
+void ntrdma_vx_qp_fini(struct ntrdma_qp *qp);
+
+/* ntrdma_qp_tx.c: requester */
+void ntrdma_req_reset(struct ntrdma_qp *qp);
+void ntrdma_qp_tx(struct ntrdma_qp *qp);
+void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
+		   const void *payload, u32 len);
+void ntrdma_req_flush(struct ntrdma_qp *qp, bool post);
+void ntrdma_req_init(struct ntrdma_qp *qp);
+
+/* ntrdma_qp_rx.c: responder */
+void ntrdma_resp_reset(struct ntrdma_qp *qp);
+void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
+		    const void *payload, u32 len);
+int ntrdma_resp_tx(struct ntrdma_qp *qp);
+void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post);
+
+/* ntrdma_qp.c: for the data path */
+void ntrdma_qp_error(struct ntrdma_qp *qp, enum ib_event_type ev);
+void ntrdma_qp_complete(struct ntrdma_qp *qp, struct ib_cq *ibcq,
+			const struct ntrdma_cqe *e, bool solicited);
 
 /* ntrdma_ib.c: rings shared with userspace */
 int ntrdma_ring_alloc(struct ntrdma_ring *ring, u32 entries, u32 stride);

@@ -15,7 +15,10 @@
  * references before unpinning.
  */
 
+#include <linux/highmem.h>
+#include <linux/mm.h>
 #include <linux/random.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 
 #include "ntrdma_ib.h"
@@ -170,6 +173,121 @@ struct ib_mr *ntrdma_get_dma_mr(struct ib_pd *ibpd, int access)
 	return &mr->ibmr;
 }
 
+/* The data path's index of a user MR's pinned pages. */
+static int ntrdma_mr_pages(struct ntrdma_mr *mr)
+{
+	struct sg_page_iter it;
+	size_t n = ib_umem_num_pages(mr->umem);
+	u32 i = 0;
+
+	if (n > U32_MAX)
+		return -ENOMEM;
+	mr->upages = kvmalloc_array(n, sizeof(*mr->upages), GFP_KERNEL);
+	if (!mr->upages)
+		return -ENOMEM;
+	for_each_sgtable_page(&mr->umem->sgt_append.sgt, &it, 0) {
+		if (i >= n)
+			break;
+		mr->upages[i++] = sg_page_iter_page(&it);
+	}
+	mr->nupages = i;
+	return 0;
+}
+
+/*
+ * [@addr, @addr + @len) lies inside the MR (iova space; all sums checked
+ * for overflow). -EACCES otherwise.
+ */
+int ntrdma_mr_check(struct ntrdma_mr *mr, u64 addr, u64 len)
+{
+	u64 end, mr_end;
+
+	if (check_add_overflow(addr, len, &end))
+		return -EACCES;
+	if (mr->kind == NTRDMA_MR_DMA)
+		return 0;
+	if (mr->kind == NTRDMA_MR_FRMR) {
+		if (check_add_overflow(mr->ibmr.iova, mr->ibmr.length, &mr_end) ||
+		    addr < mr->ibmr.iova || end > mr_end)
+			return -EACCES;
+		return 0;
+	}
+	if (check_add_overflow(mr->iova, mr->length, &mr_end) ||
+	    addr < mr->iova || end > mr_end)
+		return -EACCES;
+	return 0;
+}
+
+/*
+ * The page and offset of byte @addr of the MR (already range-checked) and
+ * how many bytes from there, at most @len, lie in that page. Negative
+ * when the address has no page (a DMA or fast-reg MR address that is not
+ * kernel memory): the data path fails the WQE, it never guesses.
+ */
+int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
+		    struct page **page, u32 *off)
+{
+	u64 pos, va, ps;
+
+	switch (mr->kind) {
+	case NTRDMA_MR_USER:
+		pos = ib_umem_offset(mr->umem) + (addr - mr->iova);
+		if ((pos >> PAGE_SHIFT) >= mr->nupages)
+			return -EFAULT;
+		*page = mr->upages[pos >> PAGE_SHIFT];
+		*off = pos & ~PAGE_MASK;
+		break;
+	case NTRDMA_MR_DMA:
+		va = addr;
+		goto kva;
+	case NTRDMA_MR_FRMR:
+		ps = mr->ibmr.page_size;
+		if (!ps || !is_power_of_2(ps))
+			return -EFAULT;
+		pos = (addr - mr->ibmr.iova) + (mr->ibmr.iova & (ps - 1));
+		if (pos / ps >= mr->npages)
+			return -EFAULT;
+		va = mr->pages[pos / ps] + (pos & (ps - 1));
+		len = min_t(u64, len, ps - (pos & (ps - 1)));
+		goto kva;
+	default:
+		return -EFAULT;
+	}
+	return min_t(u32, len, PAGE_SIZE - *off);
+kva:
+	if (!virt_addr_valid((void *)(uintptr_t)va))
+		return -EFAULT;
+	*page = virt_to_page((void *)(uintptr_t)va);
+	*off = offset_in_page(va);
+	return min_t(u32, len, PAGE_SIZE - *off);
+}
+
+/* Copy @len bytes between @buf and the MR at @addr (range-checked). */
+int ntrdma_mr_copy(struct ntrdma_mr *mr, u64 addr, void *buf, u32 len,
+		   bool to_mr)
+{
+	struct page *page;
+	u32 off;
+	void *va;
+	int n;
+
+	while (len) {
+		n = ntrdma_mr_range(mr, addr, len, &page, &off);
+		if (n <= 0)
+			return -EFAULT;
+		va = kmap_local_page(page);
+		if (to_mr)
+			memcpy(va + off, buf, n);
+		else
+			memcpy(buf, va + off, n);
+		kunmap_local(va);
+		addr += n;
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
 struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				 u64 iova, int access, struct ib_udata *udata)
 {
@@ -198,6 +316,11 @@ struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	mr->umem = umem;
 	mr->iova = iova;
 	mr->length = length;
+	if (ntrdma_mr_pages(mr)) {
+		ib_umem_release(umem);
+		ntrdma_mr_drop(nib, mr);
+		return ERR_PTR(-ENOMEM);
+	}
 	ntrdma_mr_publish(nib, mr);
 	return &mr->ibmr;
 }
@@ -255,6 +378,7 @@ int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	ntrdma_mr_put(mr);
 	wait_for_completion(&mr->released);
 	ib_umem_release(mr->umem);
+	kvfree(mr->upages);
 	kfree(mr->pages);
 	kfree(mr);
 	return 0;

@@ -7,13 +7,16 @@
  * value is range-checked. SQ and RQ are rings of fixed-size WQEs in
  * vmalloc_user memory that userspace maps (ntrdma_abi.h): the provider
  * writes WQEs and the producer index; the kernel will copy each WQE out
- * of the ring and validate it (keys, PD, access, lengths) before the engine
- * moves any data. Moving data is the engine's QP transport, still to come:
- * until then post_send fails with -EOPNOTSUPP (except in ERR). Entering ERR
- * flushes every posted WQE to its CQ with IB_WC_WR_FLUSH_ERR, and work
- * posted in ERR completes at once the same way, as the IB spec demands.
+ * of the ring and validate it (keys, PD, access, lengths) before any data
+ * moves (ntrdma_qp_tx.c requester, ntrdma_qp_rx.c responder, over the
+ * verbs transport of ntrdma_vx.c). post_send is the doorbell; it returns
+ * -EINVAL in RESET, INIT and RTR. Entering ERR flushes every posted WQE to
+ * its CQ with IB_WC_WR_FLUSH_ERR (the one that failed first with its own
+ * status), and work posted in ERR completes at once the same way, as the IB
+ * spec demands.
  */
 
+#include <linux/slab.h>
 #include <linux/vmalloc.h>
 #include <rdma/uverbs_ioctl.h>
 
@@ -21,6 +24,8 @@
 
 #define NTRDMA_QP_ACCESS	(IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | \
 				 IB_ACCESS_REMOTE_ATOMIC)
+
+static void ntrdma_qp_tx_work(struct work_struct *work);
 
 static int ntrdma_check_cap(struct ib_qp_cap *cap)
 {
@@ -58,6 +63,11 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	mutex_init(&qp->lock);
 	spin_lock_init(&qp->rq_lock);
 	spin_lock_init(&qp->sq_lock);
+	INIT_WORK(&qp->tx_work, ntrdma_qp_tx_work);
+	INIT_LIST_HEAD(&qp->tx_wait);
+	init_waitqueue_head(&qp->seg_wait);
+	atomic_set(&qp->seg_done, 0);
+	ntrdma_req_init(qp);
 	qp->user = !!udata;
 	qp->state = IB_QPS_RESET;
 	qp->sq_sig_type = attr->sq_sig_type;
@@ -76,6 +86,14 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 			       sizeof(struct ntrdma_recv_wqe));
 	if (rc)
 		goto err_sq;
+	rc = -ENOMEM;
+	qp->swq = kvcalloc(sq_entries, sizeof(*qp->swq), GFP_KERNEL);
+	if (!qp->swq)
+		goto err_rq;
+	/* kmalloc: physically contiguous, so the TQP can take its pages. */
+	qp->segs = kzalloc(NTRDMA_QP_SEGS * NTRDMA_SEG_SLOT, GFP_KERNEL);
+	if (!qp->segs)
+		goto err_rq;
 	/* Reserve a QP number; published below once the QP is complete. */
 	rc = xa_alloc_cyclic(&nib->qp_xa, &qpn, NULL,
 			     XA_LIMIT(NTRDMA_FIRST_QPN,
@@ -116,6 +134,8 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 err_xa:
 	xa_erase(&nib->qp_xa, qpn);
 err_rq:
+	kfree(qp->segs);
+	kvfree(qp->swq);
 	ntrdma_ring_free(&qp->rq);
 err_sq:
 	ntrdma_ring_free(&qp->sq);
@@ -124,14 +144,41 @@ err_destroy:
 	return rc;
 }
 
+static void ntrdma_qp_reset_locked(struct ntrdma_qp *qp);
+
 int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct ntrdma_ib *nib = to_nib(ibqp->device);
 	struct ntrdma_qp *qp = to_nqp(ibqp);
+	unsigned long flags;
+	bool segs_idle;
 
+	/* The data path lets go of the QP (and of its MR references)... */
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	ntrdma_qp_reset_locked(qp);
+	WRITE_ONCE(qp->state, IB_QPS_RESET);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	mutex_lock(&nib->qp_lock);	/* not while a table walk uses it */
 	xa_erase(&nib->qp_xa, ibqp->qp_num);
 	mutex_unlock(&nib->qp_lock);
+	/* ...no work, timer or wake-up can find it any more... */
+	ntrdma_vx_qp_fini(qp);
+	ntrdma_vx_flush_rx(nib);
+	del_timer_sync(&qp->rnr_timer);
+	/* ...and its segments still being copied finish (or the session
+	 * ends, which completes them): their send_done uses the QP.
+	 */
+	segs_idle = wait_event_timeout(qp->seg_wait,
+				       atomic_read(&qp->seg_done) ==
+				       (int)qp->seg_prod, 30 * HZ);
+	cancel_work_sync(&qp->tx_work);
+	kvfree(qp->swq);
+	if (segs_idle)
+		kfree(qp->segs);
+	else
+		ibdev_err(ibqp->device,
+			  "QP %u: segments still in flight after 30 s: keeping their memory\n",
+			  ibqp->qp_num);
 	ntrdma_ring_free(&qp->rq);
 	ntrdma_ring_free(&qp->sq);
 	mutex_destroy(&qp->lock);
@@ -219,18 +266,81 @@ static void ntrdma_ring_flush(struct ntrdma_qp *qp, struct ntrdma_ring *ring,
 	smp_store_release(&ctl->cons, cons);
 }
 
-static void ntrdma_qp_flush(struct ntrdma_qp *qp)
+/* SQ WQEs the data path never fetched: flushed from the ring itself. */
+static void ntrdma_sq_flush_ring(struct ntrdma_qp *qp)
 {
+	ntrdma_ring_flush(qp, &qp->sq, qp->ibqp.send_cq, IB_WC_SEND);
+	qp->sq_fetched = READ_ONCE(ntrdma_ring_ctl(&qp->sq)->cons);
+	qp->sq_send = qp->sq_fetched;
+}
+
+/*
+ * The QP enters ERR: everything posted completes (flush errors, the WQE
+ * that failed with its own status first), then the async event @ev if
+ * @event. Caller holds sq_lock (data path or modify_qp).
+ */
+static void ntrdma_qp_error_ev(struct ntrdma_qp *qp, bool event,
+			       enum ib_event_type ev)
+{
+	struct ib_event e;
+
+	WRITE_ONCE(qp->state, IB_QPS_ERR);
+	ntrdma_req_flush(qp, true);
+	ntrdma_sq_flush_ring(qp);
+	ntrdma_resp_flush(qp, true);
+	if (!qp->ibqp.srq) {	/* SRQ WQEs are not this QP's to flush */
+		spin_lock(&qp->rq_lock);
+		ntrdma_ring_flush(qp, &qp->rq, qp->ibqp.recv_cq, IB_WC_RECV);
+		spin_unlock(&qp->rq_lock);
+	}
+	if (event && qp->ibqp.event_handler) {
+		e.device = qp->ibqp.device;
+		e.event = ev;
+		e.element.qp = &qp->ibqp;
+		qp->ibqp.event_handler(&e, qp->ibqp.qp_context);
+	}
+}
+
+/* The data path found an error (QP affiliated): ERR with event @ev. */
+void ntrdma_qp_error(struct ntrdma_qp *qp, enum ib_event_type ev)
+{
+	if (qp->state != IB_QPS_ERR)
+		ntrdma_qp_error_ev(qp, true, ev);
+}
+
+/* Add a completion; a full CQ is an overrun: CQ error, the QP fails. */
+void ntrdma_qp_complete(struct ntrdma_qp *qp, struct ib_cq *ibcq,
+			const struct ntrdma_cqe *e, bool solicited)
+{
+	struct ib_event ev;
+
+	if (!ntrdma_cq_post(to_ncq(ibcq), e, solicited))
+		return;
+	if (ibcq->event_handler) {
+		ev.device = ibcq->device;
+		ev.event = IB_EVENT_CQ_ERR;
+		ev.element.cq = ibcq;
+		ibcq->event_handler(&ev, ibcq->cq_context);
+	}
+	if (!qp->cq_overrun) {
+		qp->cq_overrun = true;
+		ntrdma_vx_kick(qp);	/* enters ERR from the tx work */
+	}
+}
+
+static void ntrdma_qp_tx_work(struct work_struct *work)
+{
+	struct ntrdma_qp *qp = container_of(work, struct ntrdma_qp, tx_work);
 	unsigned long flags;
 
-	spin_lock_irqsave(&qp->sq_lock, flags);
-	ntrdma_ring_flush(qp, &qp->sq, qp->ibqp.send_cq, IB_WC_SEND);
-	spin_unlock_irqrestore(&qp->sq_lock, flags);
-	if (qp->ibqp.srq)	/* SRQ WQEs are not this QP's to flush */
+	if (READ_ONCE(qp->cq_overrun)) {
+		spin_lock_irqsave(&qp->sq_lock, flags);
+		if (qp->state != IB_QPS_RESET)
+			ntrdma_qp_error(qp, IB_EVENT_QP_FATAL);
+		spin_unlock_irqrestore(&qp->sq_lock, flags);
 		return;
-	spin_lock_irqsave(&qp->rq_lock, flags);
-	ntrdma_ring_flush(qp, &qp->rq, qp->ibqp.recv_cq, IB_WC_RECV);
-	spin_unlock_irqrestore(&qp->rq_lock, flags);
+	}
+	ntrdma_qp_tx(qp);
 }
 
 static void ntrdma_ring_reset(struct ntrdma_ring *ring)
@@ -241,11 +351,26 @@ static void ntrdma_ring_reset(struct ntrdma_ring *ring)
 	WRITE_ONCE(ctl->cons, 0);
 }
 
+/* To RESET: posted work is discarded without completions. */
+static void ntrdma_qp_reset_locked(struct ntrdma_qp *qp)
+{
+	ntrdma_req_flush(qp, false);
+	ntrdma_resp_flush(qp, false);
+	ntrdma_ring_reset(&qp->sq);
+	ntrdma_ring_reset(&qp->rq);
+	qp->sq_fetched = 0;
+	qp->sq_send = 0;
+	qp->rsp_head = 0;
+	qp->rsp_tail = 0;
+	qp->cq_overrun = false;
+}
+
 int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		     int mask, struct ib_udata *udata)
 {
 	struct ntrdma_qp *qp = to_nqp(ibqp);
 	enum ib_qp_state cur, next;
+	unsigned long flags;
 	int rc;
 
 	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
@@ -298,15 +423,27 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	if (mask & IB_QP_RNR_RETRY)
 		qp->rnr_retry = attr->rnr_retry;
 
-	if (next == IB_QPS_RESET && cur != IB_QPS_RESET) {
-		/* The engine will have flushed on the way through ERR. */
-		ntrdma_ring_reset(&qp->sq);
-		ntrdma_ring_reset(&qp->rq);
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	if (qp->state != cur && next != IB_QPS_RESET &&
+	    next != IB_QPS_ERR) {
+		/* The data path failed the QP meanwhile. */
+		spin_unlock_irqrestore(&qp->sq_lock, flags);
+		goto out;
 	}
+	if (next == IB_QPS_RESET && cur != IB_QPS_RESET)
+		ntrdma_qp_reset_locked(qp);
+	if (next == IB_QPS_RTR && cur != IB_QPS_RTR)
+		ntrdma_resp_reset(qp);
+	if (next == IB_QPS_RTS && cur != IB_QPS_RTS)
+		ntrdma_req_reset(qp);
+	if (next == IB_QPS_ERR && qp->state != IB_QPS_ERR)
+		ntrdma_qp_error_ev(qp, false, 0);
 	WRITE_ONCE(qp->state, next);
-	if (next == IB_QPS_ERR && cur != IB_QPS_ERR)
-		ntrdma_qp_flush(qp);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	rc = 0;
+	/* Work posted before RTS, or answers owed since RTR. */
+	if (next == IB_QPS_RTS)
+		ntrdma_qp_tx(qp);
 out:
 	mutex_unlock(&qp->lock);
 	return rc;
@@ -326,8 +463,9 @@ void ntrdma_qps_link_down(struct ntrdma_ib *nib)
 		fatal = qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS ||
 			qp->state == IB_QPS_SQD || qp->state == IB_QPS_SQE;
 		if (fatal) {
-			WRITE_ONCE(qp->state, IB_QPS_ERR);
-			ntrdma_qp_flush(qp);
+			spin_lock_irq(&qp->sq_lock);
+			ntrdma_qp_error_ev(qp, false, 0);
+			spin_unlock_irq(&qp->sq_lock);
 		}
 		mutex_unlock(&qp->lock);
 		if (fatal && qp->ibqp.event_handler) {
@@ -379,13 +517,71 @@ int ntrdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	return 0;
 }
 
-/* Kernel QPs in ERR: queue send WQEs (only wr_id matters), then flush. */
-static int ntrdma_post_send_err(struct ntrdma_qp *qp,
-				const struct ib_send_wr *wr,
-				const struct ib_send_wr **bad_wr)
+/* A kernel WR as a ring WQE (the same checks follow as for user WQEs). */
+static int ntrdma_kern_wqe(struct ntrdma_qp *qp, struct ntrdma_send_wqe *wqe,
+			   const struct ib_send_wr *wr)
+{
+	u32 len = 0;
+	int i;
+
+	if (wr->num_sge < 0 || wr->num_sge > qp->cap.max_send_sge)
+		return -EINVAL;
+	memset(wqe, 0, offsetof(struct ntrdma_send_wqe, sge));
+	wqe->wr_id = wr->wr_id;
+	wqe->opcode = wr->opcode;
+	wqe->flags = wr->send_flags;
+	switch (wr->opcode) {
+	case IB_WR_SEND_WITH_IMM:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		wqe->imm_data = (__force u32)wr->ex.imm_data;
+		fallthrough;
+	case IB_WR_SEND:
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_READ:
+		if (wr->opcode == IB_WR_SEND || wr->opcode == IB_WR_SEND_WITH_IMM)
+			break;
+		wqe->remote_addr = rdma_wr(wr)->remote_addr;
+		wqe->rkey = rdma_wr(wr)->rkey;
+		break;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		wqe->remote_addr = atomic_wr(wr)->remote_addr;
+		wqe->rkey = atomic_wr(wr)->rkey;
+		wqe->compare_add = atomic_wr(wr)->compare_add;
+		wqe->swap = atomic_wr(wr)->swap;
+		break;
+	default:
+		/* REG_MR, LOCAL_INV and the rest: not on this device yet. */
+		return -EOPNOTSUPP;
+	}
+	if (wr->send_flags & IB_SEND_INLINE) {
+		/* Kernel users' addresses are kernel virtual addresses. */
+		for (i = 0; i < wr->num_sge; i++) {
+			if (wr->sg_list[i].length > NTRDMA_MAX_INLINE - len)
+				return -EINVAL;
+			memcpy(wqe->inline_data + len,
+			       (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			len += wr->sg_list[i].length;
+		}
+		wqe->inline_len = len;
+		return 0;
+	}
+	wqe->num_sge = wr->num_sge;
+	for (i = 0; i < wr->num_sge; i++) {
+		wqe->sge[i].addr = wr->sg_list[i].addr;
+		wqe->sge[i].length = wr->sg_list[i].length;
+		wqe->sge[i].lkey = wr->sg_list[i].lkey;
+	}
+	return 0;
+}
+
+/* Kernel QPs: queue WRs into the SQ ring. */
+static int ntrdma_post_send_kern(struct ntrdma_qp *qp,
+				 const struct ib_send_wr *wr,
+				 const struct ib_send_wr **bad_wr)
 {
 	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
-	struct ntrdma_send_wqe *wqe;
 	unsigned long flags;
 	u32 prod;
 	int rc = 0;
@@ -393,22 +589,19 @@ static int ntrdma_post_send_err(struct ntrdma_qp *qp,
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	prod = ctl->prod;
 	for (; wr; wr = wr->next) {
-		if (wr->num_sge < 0 || wr->num_sge > qp->cap.max_send_sge) {
-			rc = -EINVAL;
-			break;
-		}
 		if (prod - READ_ONCE(ctl->cons) >= qp->sq.entries) {
 			rc = -ENOMEM;
 			break;
 		}
-		wqe = ntrdma_ring_slot(&qp->sq, prod);
-		wqe->wr_id = wr->wr_id;
-		wqe->opcode = wr->opcode;
+		rc = ntrdma_kern_wqe(qp, ntrdma_ring_slot(&qp->sq, prod), wr);
+		if (rc)
+			break;
 		prod++;
 	}
 	/* release: the WQEs before the index that publishes them */
 	smp_store_release(&ctl->prod, prod);
-	ntrdma_ring_flush(qp, &qp->sq, qp->ibqp.send_cq, IB_WC_SEND);
+	if (qp->state == IB_QPS_ERR)
+		ntrdma_sq_flush_ring(qp);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	if (rc)
 		*bad_wr = wr;
@@ -418,28 +611,37 @@ static int ntrdma_post_send_err(struct ntrdma_qp *qp,
 /*
  * User QPs post into their mapped SQ and call this with no WR as the
  * doorbell; kernel QPs pass WRs. In ERR both complete at once, flushed
- * (which also lets ib_drain_qp() work); otherwise moving data needs the
- * engine's QP transport.
+ * (which also lets ib_drain_qp() work). RESET, INIT and RTR refuse work
+ * (-EINVAL, nothing consumed); SQD and SQE queue it.
  */
 int ntrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		     const struct ib_send_wr **bad_wr)
 {
 	struct ntrdma_qp *qp = to_nqp(ibqp);
+	enum ib_qp_state state = READ_ONCE(qp->state);
 	unsigned long flags;
+	int rc = 0;
 
-	if (READ_ONCE(qp->state) == IB_QPS_ERR) {
-		if (!qp->user)
-			return ntrdma_post_send_err(qp, wr, bad_wr);
-		if (!wr) {
-			spin_lock_irqsave(&qp->sq_lock, flags);
-			ntrdma_ring_flush(qp, &qp->sq, ibqp->send_cq,
-					  IB_WC_SEND);
-			spin_unlock_irqrestore(&qp->sq_lock, flags);
-			return 0;
-		}
+	if (state == IB_QPS_RESET || state == IB_QPS_INIT ||
+	    state == IB_QPS_RTR) {
+		*bad_wr = wr;
+		return -EINVAL;
 	}
-	*bad_wr = wr;
-	return -EOPNOTSUPP;
+	if (!qp->user)
+		rc = ntrdma_post_send_kern(qp, wr, bad_wr);
+	else if (wr) {
+		*bad_wr = wr;
+		return -EINVAL;
+	}
+	if (state == IB_QPS_ERR) {
+		spin_lock_irqsave(&qp->sq_lock, flags);
+		if (qp->state == IB_QPS_ERR)
+			ntrdma_sq_flush_ring(qp);
+		spin_unlock_irqrestore(&qp->sq_lock, flags);
+		return rc;
+	}
+	ntrdma_qp_tx(qp);
+	return rc;
 }
 
 /* Queue receive WQEs into an RQ or SRQ ring (kernel users). */

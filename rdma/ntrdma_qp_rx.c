@@ -1,0 +1,519 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA verbs face: the responder side of an RC QP.
+ *
+ * Segments from the peer's requester arrive in the verbs transport's rx
+ * work. Messages are taken strictly in msn order; anything else (the rest
+ * of a message we refused with RNR, what the requester had sent after it)
+ * is dropped: the requester sends it again. Before any byte is placed:
+ *  - SEND (and WRITE with immediate) take the next receive WQE of the RQ or
+ *    SRQ, copied out of its ring, and check every SGE's lkey against the
+ *    QP's PD with local write access and its range; none posted: RNR NAK.
+ *  - WRITE, READ and atomics check the rkey (index and tag), the MR's PD
+ *    against the QP's, the MR's and the QP's remote access flags and
+ *    [raddr, raddr + length) inside the MR without overflow; atomics need
+ *    8-byte alignment. A violation answers a NAK (remote access error or
+ *    invalid request) and the QP enters ERR once the NAK is out.
+ * Answers (ACKs, READ data, atomic results) leave in message order from the
+ * QP's response queue; consecutive ACKs merge into one.
+ */
+
+#include <linux/highmem.h>
+
+#include "ntrdma_ib.h"
+
+static void resp_release_rcv(struct ntrdma_qp *qp)
+{
+	u32 i;
+
+	for (i = 0; i < qp->rcv.nsge; i++)
+		ntrdma_mr_put(qp->rcv.sge[i].mr);
+	qp->rcv.nsge = 0;
+	qp->rcv_wqe = false;
+	if (qp->wr_mr) {
+		ntrdma_mr_put(qp->wr_mr);
+		qp->wr_mr = NULL;
+	}
+	qp->rcv_busy = false;
+}
+
+static struct ntrdma_rsp *resp_push(struct ntrdma_qp *qp)
+{
+	if ((u32)(qp->rsp_tail - qp->rsp_head) >= NTRDMA_QP_RSP)
+		return NULL;
+	return &qp->rsp[qp->rsp_tail++ % NTRDMA_QP_RSP];
+}
+
+static void resp_ack(struct ntrdma_qp *qp, u32 msn)
+{
+	struct ntrdma_rsp *r;
+
+	if (qp->rsp_tail != qp->rsp_head) {
+		r = &qp->rsp[(qp->rsp_tail - 1) % NTRDMA_QP_RSP];
+		if (r->kind == NTRDMA_RSP_ACK &&
+		    r->syndrome == NTRDMA_VX_SYN_OK) {
+			r->msn = msn;	/* one ACK covers both */
+			return;
+		}
+	}
+	r = resp_push(qp);
+	if (!r) {
+		qp->resp_fatal = true;
+		return;
+	}
+	memset(r, 0, sizeof(*r));
+	r->kind = NTRDMA_RSP_ACK;
+	r->msn = msn;
+}
+
+/* Refuse message @msn; fatal ones put the QP in ERR once sent. */
+static void resp_nak(struct ntrdma_qp *qp, u32 msn, u8 syn,
+		     enum ib_event_type ev)
+{
+	struct ntrdma_rsp *r = resp_push(qp);
+
+	if (syn != NTRDMA_VX_SYN_RNR) {
+		qp->resp_fatal = true;
+		qp->resp_event = ev;
+	}
+	if (!r)
+		return;
+	memset(r, 0, sizeof(*r));
+	r->kind = NTRDMA_RSP_ACK;
+	r->msn = msn;
+	r->syndrome = syn;
+	r->rnr_timer = qp->min_rnr_timer;
+}
+
+/* Complete the receive WQE in qp->rcv. */
+static void resp_complete_rcv(struct ntrdma_qp *qp,
+			      const struct ntrdma_vx_hdr *h, int status)
+{
+	struct ntrdma_cqe e = {
+		.wr_id = qp->rcv.wr_id,
+		.status = status,
+		.opcode = h->op == NTRDMA_VX_WRITE ? IB_WC_RECV_RDMA_WITH_IMM :
+						     IB_WC_RECV,
+		.byte_len = status ? 0 : h->total,
+		.qp_num = qp->ibqp.qp_num,
+		.src_qp = qp->dest_qp_num,
+	};
+
+	if (h->flags & NTRDMA_VX_IMM) {
+		e.imm_data = h->imm;
+		e.wc_flags = IB_WC_WITH_IMM;
+	}
+	ntrdma_qp_complete(qp, qp->ibqp.recv_cq, &e,
+			   h->flags & NTRDMA_VX_SOLICITED);
+}
+
+/*
+ * Take the next receive WQE (RQ or SRQ) into qp->rcv: 0, -EAGAIN when none
+ * is posted, or a completion status when it is unusable (it is consumed).
+ */
+static int resp_take_wqe(struct ntrdma_qp *qp)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	struct ntrdma_srq *srq = qp->ibqp.srq ? to_nsrq(qp->ibqp.srq) : NULL;
+	struct ntrdma_ring *ring = srq ? &srq->ring : &qp->rq;
+	spinlock_t *lock = srq ? &srq->lock : &qp->rq_lock;
+	u32 max_sge = srq ? NTRDMA_MAX_SGE : qp->cap.max_recv_sge;
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(ring);
+	struct ntrdma_recv_wqe wqe;
+	bool limit = false;
+	u32 prod, cons, i;
+	u64 cap = 0;
+
+	spin_lock(lock);
+	/* acquire: the WQEs before the index that publishes them */
+	prod = smp_load_acquire(&ctl->prod);
+	cons = READ_ONCE(ctl->cons);
+	if (prod == cons || (u32)(prod - cons) > ring->entries) {
+		spin_unlock(lock);
+		return -EAGAIN;
+	}
+	memcpy(&wqe, ntrdma_ring_slot(ring, cons), sizeof(wqe));
+	/* release: done reading the slot before handing it back */
+	smp_store_release(&ctl->cons, cons + 1);
+	if (srq && srq->limit && (u32)(prod - cons - 1) < srq->limit) {
+		srq->limit = 0;
+		limit = true;
+	}
+	spin_unlock(lock);
+	if (limit && qp->ibqp.srq->event_handler) {
+		struct ib_event ev = {
+			.device = qp->ibqp.device,
+			.event = IB_EVENT_SRQ_LIMIT_REACHED,
+			.element.srq = qp->ibqp.srq,
+		};
+
+		qp->ibqp.srq->event_handler(&ev, qp->ibqp.srq->srq_context);
+	}
+
+	qp->rcv.wr_id = wqe.wr_id;
+	qp->rcv.nsge = 0;
+	qp->rcv_wqe = true;
+	if (wqe.num_sge > max_sge)
+		return IB_WC_LOC_LEN_ERR;
+	for (i = 0; i < wqe.num_sge; i++) {
+		const struct ntrdma_sge *s = &wqe.sge[i];
+		struct ntrdma_mr *mr;
+
+		if (!s->length)
+			continue;
+		mr = ntrdma_mr_get(nib, s->lkey, qp->ibqp.pd,
+				   IB_ACCESS_LOCAL_WRITE);
+		if (!mr)
+			return IB_WC_LOC_PROT_ERR;
+		qp->rcv.sge[qp->rcv.nsge].mr = mr;
+		qp->rcv.sge[qp->rcv.nsge].addr = s->addr;
+		qp->rcv.sge[qp->rcv.nsge].len = s->length;
+		qp->rcv.nsge++;
+		if (ntrdma_mr_check(mr, s->addr, s->length))
+			return IB_WC_LOC_PROT_ERR;
+		cap += s->length;
+	}
+	qp->rcv.cap = min_t(u64, cap, NTRDMA_VX_MAX_MSG);
+	return 0;
+}
+
+/* Scatter payload at @off of the message into the receive WQE. */
+static int resp_scatter(struct ntrdma_qp *qp, u32 off, const void *buf,
+			u32 len)
+{
+	struct ntrdma_rwqe *r = &qp->rcv;
+	u32 i, n;
+
+	for (i = 0; i < r->nsge && len; i++) {
+		if (off >= r->sge[i].len) {
+			off -= r->sge[i].len;
+			continue;
+		}
+		n = min(len, r->sge[i].len - off);
+		if (ntrdma_mr_copy(r->sge[i].mr, r->sge[i].addr + off,
+				   (void *)buf, n, true))
+			return -EFAULT;
+		buf += n;
+		len -= n;
+		off = 0;
+	}
+	return len ? -EFAULT : 0;
+}
+
+/* The remote MR of a WRITE/READ/atomic, every check done; NULL if none. */
+static struct ntrdma_mr *resp_rkey(struct ntrdma_qp *qp,
+				   const struct ntrdma_vx_hdr *h, int access)
+{
+	struct ntrdma_mr *mr;
+
+	if (!(qp->qp_access_flags & access))
+		return NULL;
+	mr = ntrdma_mr_get(to_nib(qp->ibqp.device), h->rkey, qp->ibqp.pd,
+			   access);
+	if (!mr)
+		return NULL;
+	if (ntrdma_mr_check(mr, h->raddr, h->total)) {
+		ntrdma_mr_put(mr);
+		return NULL;
+	}
+	return mr;
+}
+
+static void resp_atomic(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	struct ntrdma_rsp *r;
+	struct ntrdma_mr *mr;
+	struct page *page;
+	u64 *p, orig;
+	u32 off;
+
+	if (h->raddr & 7) {
+		resp_nak(qp, h->msn, NTRDMA_VX_SYN_INV_REQ,
+			 IB_EVENT_QP_REQ_ERR);
+		return;
+	}
+	mr = resp_rkey(qp, h, IB_ACCESS_REMOTE_ATOMIC);
+	if (!mr || ntrdma_mr_range(mr, h->raddr, 8, &page, &off) != 8) {
+		if (mr)
+			ntrdma_mr_put(mr);
+		resp_nak(qp, h->msn, NTRDMA_VX_SYN_ACCESS,
+			 IB_EVENT_QP_ACCESS_ERR);
+		return;
+	}
+	r = resp_push(qp);
+	if (!r) {
+		ntrdma_mr_put(mr);
+		qp->resp_fatal = true;
+		return;
+	}
+	p = kmap_local_page(page) + off;
+	spin_lock(&nib->atomic_lock);
+	orig = *p;
+	if (h->flags & NTRDMA_VX_FADD)
+		*p = orig + h->cmp_add;
+	else if (orig == h->cmp_add)
+		*p = h->swap;
+	spin_unlock(&nib->atomic_lock);
+	kunmap_local(p);
+	ntrdma_mr_put(mr);
+	memset(r, 0, sizeof(*r));
+	r->kind = NTRDMA_RSP_ATOMIC;
+	r->msn = h->msn;
+	r->orig = orig;
+	qp->resp_msn = (qp->resp_msn + 1) & NTRDMA_VX_MSN_MASK;
+}
+
+static u32 resp_rd_pending(struct ntrdma_qp *qp)
+{
+	u32 i, n = 0;
+
+	for (i = qp->rsp_head; i != qp->rsp_tail; i++)
+		if (qp->rsp[i % NTRDMA_QP_RSP].kind != NTRDMA_RSP_ACK)
+			n++;
+	return n;
+}
+
+static void resp_read(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+{
+	struct ntrdma_rsp *r;
+	struct ntrdma_mr *mr;
+
+	if (resp_rd_pending(qp) >= max_t(u32, qp->max_dest_rd_atomic, 1)) {
+		resp_nak(qp, h->msn, NTRDMA_VX_SYN_INV_REQ,
+			 IB_EVENT_QP_REQ_ERR);
+		return;
+	}
+	mr = resp_rkey(qp, h, IB_ACCESS_REMOTE_READ);
+	if (!mr) {
+		resp_nak(qp, h->msn, NTRDMA_VX_SYN_ACCESS,
+			 IB_EVENT_QP_ACCESS_ERR);
+		return;
+	}
+	r = resp_push(qp);
+	if (!r) {
+		ntrdma_mr_put(mr);
+		qp->resp_fatal = true;
+		return;
+	}
+	memset(r, 0, sizeof(*r));
+	r->kind = NTRDMA_RSP_READ;
+	r->msn = h->msn;
+	r->mr = mr;
+	r->raddr = h->raddr;
+	r->total = h->total;
+	qp->resp_msn = (qp->resp_msn + 1) & NTRDMA_VX_MSN_MASK;
+}
+
+/* First segment of a SEND or WRITE: 0 to go on, else it was answered. */
+static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+{
+	bool need_wqe = h->op == NTRDMA_VX_SEND || (h->flags & NTRDMA_VX_IMM);
+	int st;
+
+	if (h->op == NTRDMA_VX_WRITE) {
+		/* Checked before a receive WQE is consumed for an immediate. */
+		qp->wr_mr = resp_rkey(qp, h, IB_ACCESS_REMOTE_WRITE);
+		if (!qp->wr_mr) {
+			resp_nak(qp, h->msn, NTRDMA_VX_SYN_ACCESS,
+				 IB_EVENT_QP_ACCESS_ERR);
+			return -EACCES;
+		}
+	}
+	if (need_wqe) {
+		st = resp_take_wqe(qp);
+		if (st == -EAGAIN) {
+			resp_release_rcv(qp);
+			qp->rnr_naks++;
+			resp_nak(qp, h->msn, NTRDMA_VX_SYN_RNR, 0);
+			return st;
+		}
+		if (!st && h->op == NTRDMA_VX_SEND && h->total > qp->rcv.cap)
+			st = IB_WC_LOC_LEN_ERR;
+		if (st) {
+			resp_complete_rcv(qp, h, st);
+			resp_release_rcv(qp);
+			resp_nak(qp, h->msn, st == IB_WC_LOC_LEN_ERR ?
+				 NTRDMA_VX_SYN_INV_REQ : NTRDMA_VX_SYN_OP_ERR,
+				 IB_EVENT_QP_REQ_ERR);
+			return -EINVAL;
+		}
+	}
+	qp->rcv_busy = true;
+	qp->rcv_op = h->op;
+	qp->rcv_len = 0;
+	return 0;
+}
+
+/* A request segment from the peer's requester (rx work). */
+void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
+		    const void *payload, u32 len)
+{
+	unsigned long flags;
+	int rc = 0;
+
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	if ((qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS &&
+	     qp->state != IB_QPS_SQD) || qp->resp_fatal ||
+	    h->src_qpn != qp->dest_qp_num || h->msn != qp->resp_msn)
+		goto out;
+	qp->rx_msgs++;
+	switch (h->op) {
+	case NTRDMA_VX_READ_REQ:
+		if (!qp->rcv_busy)
+			resp_read(qp, h);
+		goto kick;
+	case NTRDMA_VX_ATOMIC_REQ:
+		if (!qp->rcv_busy)
+			resp_atomic(qp, h);
+		goto kick;
+	}
+
+	if (h->flags & NTRDMA_VX_FIRST) {
+		if (qp->rcv_busy)
+			resp_release_rcv(qp);	/* a resent message */
+		if (resp_first(qp, h))
+			goto kick;
+	} else if (!qp->rcv_busy || qp->rcv_op != h->op ||
+		   h->offset != qp->rcv_len) {
+		goto out;	/* the rest of a refused message */
+	}
+	if (len) {
+		if (h->op == NTRDMA_VX_WRITE)
+			rc = ntrdma_mr_copy(qp->wr_mr, h->raddr + h->offset,
+					    (void *)payload, len, true);
+		else
+			rc = resp_scatter(qp, h->offset, payload, len);
+		if (rc) {
+			/* An MR address without a page (kernel users). */
+			if (qp->rcv_wqe)
+				resp_complete_rcv(qp, h, IB_WC_LOC_PROT_ERR);
+			resp_release_rcv(qp);
+			resp_nak(qp, h->msn, NTRDMA_VX_SYN_OP_ERR,
+				 IB_EVENT_QP_FATAL);
+			goto kick;
+		}
+	}
+	qp->rcv_len += len;
+	if (!(h->flags & NTRDMA_VX_LAST))
+		goto out;
+	if (qp->rcv_wqe)
+		resp_complete_rcv(qp, h, IB_WC_SUCCESS);
+	resp_release_rcv(qp);
+	resp_ack(qp, h->msn);
+	qp->resp_msn = (qp->resp_msn + 1) & NTRDMA_VX_MSN_MASK;
+kick:
+	ntrdma_resp_tx(qp);
+out:
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+}
+
+/*
+ * Send what the responder owes, in order: 0 when all went out, negative
+ * when the transport is full (the QP waits for its wake-up). A fatal NAK
+ * puts the QP in ERR once sent. Caller holds sq_lock.
+ */
+int ntrdma_resp_tx(struct ntrdma_qp *qp)
+{
+	struct ntrdma_vx_hdr h;
+	struct ntrdma_rsge sg;
+	struct ntrdma_rsp *r;
+	int n;
+
+	while (qp->rsp_head != qp->rsp_tail) {
+		r = &qp->rsp[qp->rsp_head % NTRDMA_QP_RSP];
+		memset(&h, 0, sizeof(h));
+		h.src_qpn = qp->ibqp.qp_num;
+		h.dst_qpn = qp->dest_qp_num;
+		h.msn = r->msn;
+		switch (r->kind) {
+		case NTRDMA_RSP_ACK:
+			h.op = NTRDMA_VX_ACK;
+			h.syndrome = r->syndrome;
+			h.rnr_timer = r->rnr_timer;
+			n = ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0);
+			break;
+		case NTRDMA_RSP_ATOMIC:
+			h.op = NTRDMA_VX_ATOMIC_RESP;
+			h.total = 8;
+			h.cmp_add = r->orig;
+			n = ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0);
+			break;
+		default:
+			h.op = NTRDMA_VX_READ_RESP;
+			h.offset = r->sent;
+			h.total = r->total;
+			sg.mr = r->mr;
+			sg.addr = r->raddr + r->sent;
+			sg.len = r->total - r->sent;
+			n = ntrdma_vx_send(qp, &h, NULL, 0, &sg, 1, 0,
+					   min_t(u32, sg.len,
+						 NTRDMA_VX_BUF - sizeof(h)));
+			if (n >= 0) {
+				r->sent += n;
+				if (r->sent < r->total) {
+					if (!n)
+						n = -EFAULT;
+					else
+						continue;
+				}
+			}
+			break;
+		}
+		if (n == -ENOSPC) {
+			ntrdma_vx_wait_space(qp);
+			return n;
+		}
+		if (n == -EBUSY)
+			return n;	/* send_done kicks us */
+		if (n < 0 && n != -EFAULT)
+			return n;	/* link gone: the flush follows */
+		if (r->mr) {
+			ntrdma_mr_put(r->mr);
+			r->mr = NULL;
+		}
+		qp->rsp_head++;
+	}
+	if (qp->resp_fatal) {
+		qp->resp_fatal = false;
+		ntrdma_qp_error(qp, qp->resp_event ? qp->resp_event :
+				IB_EVENT_QP_FATAL);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* RTR entered: the responder expects rq_psn first. */
+void ntrdma_resp_reset(struct ntrdma_qp *qp)
+{
+	qp->resp_msn = qp->rq_psn & NTRDMA_VX_MSN_MASK;
+	qp->resp_fatal = false;
+	qp->resp_event = 0;
+}
+
+/*
+ * ERR (or RESET, @post false): a receive being filled completes flushed,
+ * answers not sent yet are dropped with their MR references. Caller holds
+ * sq_lock.
+ */
+void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post)
+{
+	struct ntrdma_rsp *r;
+	struct ntrdma_cqe e = {
+		.status = IB_WC_WR_FLUSH_ERR,
+		.opcode = IB_WC_RECV,
+		.qp_num = qp->ibqp.qp_num,
+	};
+
+	if (qp->rcv_wqe && post) {
+		e.wr_id = qp->rcv.wr_id;
+		ntrdma_qp_complete(qp, qp->ibqp.recv_cq, &e, false);
+	}
+	resp_release_rcv(qp);
+	for (; qp->rsp_head != qp->rsp_tail; qp->rsp_head++) {
+		r = &qp->rsp[qp->rsp_head % NTRDMA_QP_RSP];
+		if (r->mr)
+			ntrdma_mr_put(r->mr);
+		r->mr = NULL;
+	}
+}

@@ -1,0 +1,580 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA verbs face: the requester side of an RC QP.
+ *
+ * Send WQEs are copied out of the SQ ring into a kernel shadow (swq) before
+ * anything in them is used, then checked: opcode, SGE count, lengths, every
+ * lkey against the QP's PD with the access the operation needs and the
+ * address range (overflow-checked). Each WQE is one message with its own
+ * msn; SEND and WRITE payloads go out in segments straight from the MR
+ * pages; READ and atomics are requests the responder answers.
+ *
+ * Completions follow IB RC: in WQE order, a SEND/WRITE once acknowledged
+ * (the responder placed it), a READ/atomic once its answer arrived. A NAK
+ * completes its WQE with the responder's verdict and the QP enters ERR; an
+ * RNR NAK rewinds to that WQE and retries after the responder's RNR timer,
+ * rnr_retry times (7: for ever). The transport below is reliable and in
+ * order, so there are no transport retries: link loss flushes instead.
+ */
+
+#include <linux/jiffies.h>
+#include <linux/timer.h>
+
+#include "ntrdma_ib.h"
+
+/* IB RNR timer encoding (min_rnr_timer) in microseconds. */
+static const u32 ntrdma_rnr_us[32] = {
+	655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960,
+	1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
+	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+};
+
+static struct ntrdma_swqe *swqe(struct ntrdma_qp *qp, u32 idx)
+{
+	return &qp->swq[idx & (qp->sq.entries - 1)];
+}
+
+static bool is_rd_atomic(u32 opcode)
+{
+	return opcode == IB_WR_RDMA_READ ||
+	       opcode == IB_WR_ATOMIC_CMP_AND_SWP ||
+	       opcode == IB_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+static enum ib_wc_opcode wc_opcode(u32 opcode)
+{
+	switch (opcode) {
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		return IB_WC_RDMA_WRITE;
+	case IB_WR_RDMA_READ:
+		return IB_WC_RDMA_READ;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+		return IB_WC_COMP_SWAP;
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		return IB_WC_FETCH_ADD;
+	default:
+		return IB_WC_SEND;
+	}
+}
+
+static void req_release(struct ntrdma_swqe *w)
+{
+	u32 i;
+
+	for (i = 0; i < w->nsge; i++)
+		ntrdma_mr_put(w->sge[i].mr);
+	w->nsge = 0;
+}
+
+/* Where the payload resumes after @n more bytes. */
+static void sge_advance(const struct ntrdma_rsge *sg, u32 nsg, u32 *i,
+			u32 *off, u32 n)
+{
+	while (n && *i < nsg) {
+		u32 step = min(n, sg[*i].len - *off);
+
+		*off += step;
+		n -= step;
+		if (*off == sg[*i].len) {
+			(*i)++;
+			*off = 0;
+		}
+	}
+}
+
+/*
+ * Check a WQE just copied out of the ring and take its local MRs. Returns
+ * 0 or the completion status it fails with.
+ */
+static int req_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	const struct ntrdma_send_wqe *q = &w->w;
+	int access = 0;
+	u64 len = 0;
+	u32 i;
+
+	w->nsge = 0;
+	switch (q->opcode) {
+	case IB_WR_SEND:
+	case IB_WR_SEND_WITH_IMM:
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		break;
+	case IB_WR_RDMA_READ:
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		if (q->flags & IB_SEND_INLINE)
+			return IB_WC_LOC_QP_OP_ERR;
+		access = IB_ACCESS_LOCAL_WRITE;
+		break;
+	default:
+		return IB_WC_LOC_QP_OP_ERR;
+	}
+	if (q->flags & IB_SEND_INLINE) {
+		if (q->inline_len > qp->cap.max_inline_data ||
+		    q->inline_len > NTRDMA_MAX_INLINE)
+			return IB_WC_LOC_LEN_ERR;
+		w->len = q->inline_len;
+		return 0;
+	}
+	if (q->num_sge > qp->cap.max_send_sge)
+		return IB_WC_LOC_LEN_ERR;
+	for (i = 0; i < q->num_sge; i++) {
+		const struct ntrdma_sge *s = &q->sge[i];
+		struct ntrdma_mr *mr;
+
+		if (!s->length)
+			continue;
+		len += s->length;
+		if (len > NTRDMA_VX_MAX_MSG)
+			return IB_WC_LOC_LEN_ERR;
+		mr = ntrdma_mr_get(nib, s->lkey, qp->ibqp.pd, access);
+		if (!mr)
+			return IB_WC_LOC_PROT_ERR;
+		w->sge[w->nsge].mr = mr;
+		w->sge[w->nsge].addr = s->addr;
+		w->sge[w->nsge].len = s->length;
+		w->nsge++;
+		if (ntrdma_mr_check(mr, s->addr, s->length))
+			return IB_WC_LOC_PROT_ERR;
+	}
+	if ((q->opcode == IB_WR_ATOMIC_CMP_AND_SWP ||
+	     q->opcode == IB_WR_ATOMIC_FETCH_AND_ADD) && len < 8)
+		return IB_WC_LOC_LEN_ERR;
+	w->len = len;
+	return 0;
+}
+
+/* Complete finished WQEs in order; false if the QP entered ERR. */
+static bool req_complete(struct ntrdma_qp *qp)
+{
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
+	u32 cons = READ_ONCE(ctl->cons);
+	struct ntrdma_cqe e = {};
+	struct ntrdma_swqe *w;
+	bool sig;
+	int st;
+
+	while (cons != qp->sq_fetched) {
+		w = swqe(qp, cons);
+		if (!w->done)
+			break;
+		st = w->status;
+		sig = qp->sq_sig_type == IB_SIGNAL_ALL_WR ||
+		      (w->w.flags & IB_SEND_SIGNALED);
+		req_release(w);
+		cons++;
+		smp_store_release(&ctl->cons, cons);
+		if (sig || st) {
+			e.wr_id = w->w.wr_id;
+			e.status = st;
+			e.opcode = wc_opcode(w->w.opcode);
+			e.byte_len = w->len;
+			e.qp_num = qp->ibqp.qp_num;
+			ntrdma_qp_complete(qp, qp->ibqp.send_cq, &e, false);
+		}
+		if (st) {
+			ntrdma_qp_error(qp, IB_EVENT_QP_FATAL);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Send what the WQE at sq_send still has to send: 0 when all of it. */
+static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	struct ntrdma_vx_hdr h = {
+		.src_qpn = qp->ibqp.qp_num,
+		.dst_qpn = qp->dest_qp_num,
+		.msn = w->msn,
+		.total = w->len,
+		.rkey = w->w.rkey,
+		.imm = w->w.imm_data,
+		.raddr = w->w.remote_addr,
+	};
+	u32 want;
+	int n;
+
+	switch (w->w.opcode) {
+	case IB_WR_RDMA_READ:
+		h.op = NTRDMA_VX_READ_REQ;
+		h.flags = NTRDMA_VX_FIRST | NTRDMA_VX_LAST;
+		return ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0) < 0 ?
+			-EAGAIN : 0;
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		h.flags = NTRDMA_VX_FADD;
+		fallthrough;
+	case IB_WR_ATOMIC_CMP_AND_SWP:
+		h.op = NTRDMA_VX_ATOMIC_REQ;
+		h.flags |= NTRDMA_VX_FIRST | NTRDMA_VX_LAST;
+		h.total = 8;
+		h.cmp_add = w->w.compare_add;
+		h.swap = w->w.swap;
+		return ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0) < 0 ?
+			-EAGAIN : 0;
+	case IB_WR_RDMA_WRITE:
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		h.op = NTRDMA_VX_WRITE;
+		break;
+	default:
+		h.op = NTRDMA_VX_SEND;
+		break;
+	}
+	if (w->w.opcode == IB_WR_SEND_WITH_IMM ||
+	    w->w.opcode == IB_WR_RDMA_WRITE_WITH_IMM)
+		h.flags |= NTRDMA_VX_IMM;
+	if (w->w.flags & IB_SEND_SOLICITED)
+		h.flags |= NTRDMA_VX_SOLICITED;
+
+	if (w->w.flags & IB_SEND_INLINE) {
+		h.flags |= NTRDMA_VX_FIRST;
+		n = ntrdma_vx_send(qp, &h, w->w.inline_data, w->len, NULL, 0,
+				   0, 0);
+		return n < 0 ? n : 0;
+	}
+	do {
+		h.offset = w->sent;
+		h.flags &= ~(NTRDMA_VX_FIRST | NTRDMA_VX_LAST);
+		if (!w->sent)
+			h.flags |= NTRDMA_VX_FIRST;
+		want = min_t(u32, w->len - w->sent,
+			     NTRDMA_VX_BUF - sizeof(h));
+		n = ntrdma_vx_send(qp, &h, NULL, 0, &w->sge[w->sge_i],
+				   w->nsge - w->sge_i, w->sge_off, want);
+		if (n < 0)
+			return n;
+		if (!n && want)
+			return -EFAULT;
+		w->sent += n;
+		sge_advance(w->sge, w->nsge, &w->sge_i, &w->sge_off, n);
+	} while (w->sent < w->len);
+	return 0;
+}
+
+/* Copy new WQEs out of the ring; -EINVAL if the user index is broken. */
+static int req_fetch(struct ntrdma_qp *qp, u32 *prod_out)
+{
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
+	/* acquire: the WQEs before the index that publishes them */
+	u32 prod = smp_load_acquire(&ctl->prod);
+	struct ntrdma_swqe *w;
+
+	if ((u32)(prod - READ_ONCE(ctl->cons)) > qp->sq.entries ||
+	    (u32)(prod - qp->sq_fetched) > qp->sq.entries)
+		return -EINVAL;
+	while (qp->sq_fetched != prod) {
+		w = swqe(qp, qp->sq_fetched);
+		memset(w, 0, sizeof(*w));
+		memcpy(&w->w, ntrdma_ring_slot(&qp->sq, qp->sq_fetched),
+		       sizeof(w->w));
+		w->msn = qp->req_msn;
+		qp->req_msn = (qp->req_msn + 1) & NTRDMA_VX_MSN_MASK;
+		qp->sq_fetched++;
+	}
+	*prod_out = prod;
+	return 0;
+}
+
+/*
+ * Requester transmit: start and continue WQEs in order until the SQ is
+ * empty, the transport is full (waits for its wake-up), the READ/atomic
+ * limit is reached or an RNR wait runs. Caller holds sq_lock.
+ */
+static void req_tx(struct ntrdma_qp *qp)
+{
+	struct ntrdma_swqe *w;
+	u32 prod, limit;
+	int rc;
+
+	if (qp->state != IB_QPS_RTS || qp->rnr_wait)
+		return;
+	if (req_fetch(qp, &prod)) {
+		ibdev_warn_ratelimited(qp->ibqp.device,
+				       "QP %u: send queue index out of range\n",
+				       qp->ibqp.qp_num);
+		ntrdma_qp_error(qp, IB_EVENT_QP_FATAL);
+		return;
+	}
+	limit = max_t(u32, qp->max_rd_atomic, 1);
+	while (qp->sq_send != qp->sq_fetched) {
+		w = swqe(qp, qp->sq_send);
+		if (!w->started) {
+			if (is_rd_atomic(w->w.opcode) && qp->rd_out >= limit)
+				break;
+			rc = req_prepare(qp, w);
+			if (rc) {
+				/* Completes in order, then the QP fails. */
+				w->status = rc;
+				w->out = true;
+				w->done = true;
+				qp->sq_send++;
+				break;
+			}
+			w->started = true;
+			if (is_rd_atomic(w->w.opcode))
+				qp->rd_out++;
+		}
+		rc = req_send_wqe(qp, w);
+		if (rc == -ENOSPC || rc == -EAGAIN) {
+			ntrdma_vx_wait_space(qp);
+			break;
+		}
+		if (rc == -EBUSY)
+			break;	/* send_done kicks us */
+		if (rc) {
+			/* -ENOLINK: the link-down flush follows. */
+			if (rc != -ENOLINK) {
+				w->status = IB_WC_LOC_PROT_ERR;
+				w->out = true;
+				w->done = true;
+				qp->sq_send++;
+			}
+			break;
+		}
+		w->out = true;
+		qp->sq_send++;
+	}
+	req_complete(qp);
+}
+
+/* Transmit for @qp: responses owed first, then requests. */
+void ntrdma_qp_tx(struct ntrdma_qp *qp)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	if ((qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS ||
+	     qp->state == IB_QPS_SQD || qp->resp_fatal) &&
+	    !ntrdma_resp_tx(qp))
+		req_tx(qp);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+}
+
+static void req_rnr_expired(struct timer_list *t)
+{
+	struct ntrdma_qp *qp = from_timer(qp, t, rnr_timer);
+
+	WRITE_ONCE(qp->rnr_wait, false);
+	ntrdma_vx_kick(qp);
+}
+
+/* RTS entered (or RESET): the requester starts from sq_psn. */
+void ntrdma_req_reset(struct ntrdma_qp *qp)
+{
+	qp->req_msn = qp->sq_psn & NTRDMA_VX_MSN_MASK;
+	qp->rnr_left = qp->rnr_retry;
+	qp->rnr_wait = false;
+	qp->rd_out = 0;
+}
+
+void ntrdma_req_init(struct ntrdma_qp *qp)
+{
+	timer_setup(&qp->rnr_timer, req_rnr_expired, 0);
+}
+
+/* SEND/WRITE WQEs before @upto are acknowledged by a later answer. */
+static void req_ack_upto(struct ntrdma_qp *qp, u32 upto)
+{
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
+	struct ntrdma_swqe *w;
+	u32 i;
+
+	for (i = READ_ONCE(ctl->cons); i != upto; i++) {
+		w = swqe(qp, i);
+		if (w->out && !is_rd_atomic(w->w.opcode))
+			w->done = true;
+	}
+}
+
+/* An RNR NAK for the WQE at @idx: send it (and all after it) again. */
+static void req_rnr(struct ntrdma_qp *qp, u32 idx, u8 timer)
+{
+	struct ntrdma_swqe *w;
+	u32 i;
+
+	qp->rnr_naks++;
+	w = swqe(qp, idx);
+	if (qp->rnr_retry != 7) {
+		if (!qp->rnr_left) {
+			w->status = IB_WC_RNR_RETRY_EXC_ERR;
+			w->done = true;
+			return;
+		}
+		qp->rnr_left--;
+	}
+	for (i = idx; i != qp->sq_fetched; i++) {
+		w = swqe(qp, i);
+		if (!w->started)
+			continue;
+		if (is_rd_atomic(w->w.opcode) && !w->done)
+			qp->rd_out--;
+		w->started = false;
+		w->out = false;
+		w->sent = 0;
+		w->sge_i = 0;
+		w->sge_off = 0;
+		w->rcvd = 0;
+		req_release(w);
+	}
+	qp->sq_send = idx;
+	qp->rnr_wait = true;
+	mod_timer(&qp->rnr_timer,
+		  jiffies + max(1UL, usecs_to_jiffies(ntrdma_rnr_us[timer & 31])));
+}
+
+static int syn_status(u8 syn)
+{
+	switch (syn) {
+	case NTRDMA_VX_SYN_ACCESS:
+		return IB_WC_REM_ACCESS_ERR;
+	case NTRDMA_VX_SYN_INV_REQ:
+		return IB_WC_REM_INV_REQ_ERR;
+	default:
+		return IB_WC_REM_OP_ERR;
+	}
+}
+
+/* Scatter READ response bytes into the WQE's local SGEs at @off. */
+static int req_scatter(struct ntrdma_swqe *w, u32 off, const void *buf,
+		       u32 len)
+{
+	u32 i, n;
+
+	for (i = 0; i < w->nsge && len; i++) {
+		if (off >= w->sge[i].len) {
+			off -= w->sge[i].len;
+			continue;
+		}
+		n = min(len, w->sge[i].len - off);
+		if (ntrdma_mr_copy(w->sge[i].mr, w->sge[i].addr + off,
+				   (void *)buf, n, true))
+			return -EFAULT;
+		buf += n;
+		len -= n;
+		off = 0;
+	}
+	return len ? -EFAULT : 0;
+}
+
+/*
+ * An answer from the responder (ACK/NAK, READ or atomic response), in the
+ * rx work. Everything in it is checked against our own WQEs first.
+ */
+void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
+		   const void *payload, u32 len)
+{
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
+	struct ntrdma_swqe *w;
+	unsigned long flags;
+	u32 cons, idx;
+	int d;
+
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	if ((qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) ||
+	    h->src_qpn != qp->dest_qp_num)
+		goto drop;
+	cons = READ_ONCE(ctl->cons);
+	if (cons == qp->sq_fetched)
+		goto drop;
+	d = ntrdma_vx_msn_diff(h->msn, swqe(qp, cons)->msn);
+	/* Only a WQE that went out (at least started) can be answered. */
+	if (d < 0 || (u32)d >= (u32)(qp->sq_send - cons) + 1 ||
+	    (u32)d >= (u32)(qp->sq_fetched - cons))
+		goto drop;
+	idx = cons + d;
+	w = swqe(qp, idx);
+	if (!w->started || w->done)
+		goto drop;
+	qp->rx_msgs++;
+
+	switch (h->op) {
+	case NTRDMA_VX_ACK:
+		if (h->syndrome == NTRDMA_VX_SYN_OK) {
+			if (!w->out || is_rd_atomic(w->w.opcode))
+				goto drop;
+			req_ack_upto(qp, idx + 1);
+			qp->rnr_left = qp->rnr_retry;
+		} else if (h->syndrome == NTRDMA_VX_SYN_RNR) {
+			req_ack_upto(qp, idx);
+			req_rnr(qp, idx, h->rnr_timer);
+		} else {
+			req_ack_upto(qp, idx);
+			w->status = syn_status(h->syndrome);
+			w->done = true;
+			if (is_rd_atomic(w->w.opcode))
+				qp->rd_out--;
+		}
+		break;
+	case NTRDMA_VX_READ_RESP:
+		if (w->w.opcode != IB_WR_RDMA_READ || h->total != w->len ||
+		    h->offset != w->rcvd)
+			goto drop;
+		req_ack_upto(qp, idx);
+		if (req_scatter(w, h->offset, payload, len)) {
+			w->status = IB_WC_LOC_PROT_ERR;
+			w->done = true;
+			qp->rd_out--;
+			break;
+		}
+		w->rcvd += len;
+		if (w->rcvd == w->len) {
+			w->done = true;
+			qp->rd_out--;
+		}
+		break;
+	case NTRDMA_VX_ATOMIC_RESP:
+		if (w->w.opcode != IB_WR_ATOMIC_CMP_AND_SWP &&
+		    w->w.opcode != IB_WR_ATOMIC_FETCH_AND_ADD)
+			goto drop;
+		req_ack_upto(qp, idx);
+		if (req_scatter(w, 0, &h->cmp_add, 8))
+			w->status = IB_WC_LOC_PROT_ERR;
+		w->done = true;
+		qp->rd_out--;
+		break;
+	default:
+		goto drop;
+	}
+	if (req_complete(qp))
+		req_tx(qp);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	return;
+drop:
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+}
+
+/*
+ * The QP entered ERR (or RESET with @post false): every WQE the data path
+ * holds completes, its own error status or IB_WC_WR_FLUSH_ERR, oldest
+ * first; its MR references go. Caller holds sq_lock; the ring's unfetched
+ * WQEs are flushed by the caller.
+ */
+void ntrdma_req_flush(struct ntrdma_qp *qp, bool post)
+{
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
+	struct ntrdma_cqe e = {};
+	struct ntrdma_swqe *w;
+	u32 cons = READ_ONCE(ctl->cons);
+
+	if ((u32)(qp->sq_fetched - cons) > qp->sq.entries)
+		cons = qp->sq_fetched;
+	for (; cons != qp->sq_fetched; cons++) {
+		w = swqe(qp, cons);
+		req_release(w);
+		if (!post)
+			continue;
+		e.wr_id = w->w.wr_id;
+		e.status = w->done && w->status ? w->status : IB_WC_WR_FLUSH_ERR;
+		e.opcode = wc_opcode(w->w.opcode);
+		e.byte_len = 0;
+		e.qp_num = qp->ibqp.qp_num;
+		ntrdma_qp_complete(qp, qp->ibqp.send_cq, &e, false);
+	}
+	smp_store_release(&ctl->cons, cons);
+	qp->sq_send = qp->sq_fetched;
+	qp->rd_out = 0;
+	qp->rnr_wait = false;
+}

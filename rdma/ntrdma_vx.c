@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA verbs face: the verbs transport. Every RC QP of the device talks
+ * to its peer QP through one engine TQP (NTRDMA_TQP_VERBS), multiplexed by
+ * the destination QP number in each segment's header (struct ntrdma_vx_hdr
+ * in ntrdma_wire.h).
+ *
+ * Send: a segment is a header slot of the QP (header plus inline data), then
+ * payload straight from the pages of the MRs the WQE named (zero copy on
+ * the sending side); the TQP writes it into a buffer the peer posted. Every
+ * MR a segment touches holds a reference until the TQP's send_done for that
+ * segment, so no MR is unpinned under a copy.
+ * Receive: NTRDMA_VX_RX_BUFS buffers of NTRDMA_VX_BUF bytes are posted to
+ * the peer. A work item polls them, copies the header out of the buffer
+ * (the peer may still write it), checks it, hands the segment to the QP
+ * (ntrdma_qp_rx.c as responder, ntrdma_qp_tx.c as requester), which checks
+ * keys, PD, access and ranges against its own tables before copying the
+ * payload out, and posts the buffer again.
+ */
+
+#include <linux/dma-mapping.h>
+#include <linux/gfp.h>
+#include <linux/slab.h>
+
+#include "ntrdma_ib.h"
+
+#define NTRDMA_VX_RX_BUFS	128
+#define NTRDMA_VX_BUDGET	64
+
+struct ntrdma_vx_buf {
+	struct page *page;
+	dma_addr_t dma;
+};
+
+struct ntrdma_vx {
+	struct ntrdma_ib *nib;
+	struct ntrdma_dev *ndev;
+	struct ntrdma_tqp *tqp;
+	struct workqueue_struct *wq;
+	struct work_struct rx_work;
+	struct work_struct wake_work;
+	spinlock_t wait_lock;		/* tx_waiters */
+	struct list_head tx_waiters;
+	bool active;
+	bool posted_ever;		/* the peer may have buffers of ours */
+	struct ntrdma_vx_buf buf[NTRDMA_VX_RX_BUFS];
+	u16 at[NTRDMA_TQP_RING];	/* ring position -> buffer */
+	u64 rx_bad, rx_noqp;
+};
+
+static void vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
+{
+	struct ntrdma_vx_hdr h;
+	struct ntrdma_qp *qp;
+
+	/* Copied out first: the peer can still write the buffer. */
+	if (len < sizeof(h)) {
+		vx->rx_bad++;
+		return;
+	}
+	memcpy(&h, buf, sizeof(h));
+	if (ntrdma_vx_check_hdr(&h, len)) {
+		vx->rx_bad++;
+		dev_warn_ratelimited(&vx->ndev->ntb->dev,
+				     "%s: verbs: invalid segment (op %u, %u bytes) dropped\n",
+				     vx->ndev->name, h.op, len);
+		return;
+	}
+	/* Destroy removes a QP from the table, then waits for this work. */
+	qp = xa_load(&vx->nib->qp_xa, h.dst_qpn);
+	if (!qp) {
+		vx->rx_noqp++;
+		return;
+	}
+	switch (h.op) {
+	case NTRDMA_VX_SEND:
+	case NTRDMA_VX_WRITE:
+	case NTRDMA_VX_READ_REQ:
+	case NTRDMA_VX_ATOMIC_REQ:
+		ntrdma_resp_rx(qp, &h, buf + sizeof(h), len - sizeof(h));
+		break;
+	default:
+		ntrdma_req_rx(qp, &h, buf + sizeof(h), len - sizeof(h));
+		break;
+	}
+}
+
+static int vx_post(struct ntrdma_vx *vx, u16 i)
+{
+	u32 pos;
+	int rc;
+
+	dma_sync_single_for_device(vx->ndev->dma_dev, vx->buf[i].dma,
+				   NTRDMA_VX_BUF, DMA_FROM_DEVICE);
+	rc = ntrdma_tqp_post_recv(vx->tqp, vx->buf[i].dma, NTRDMA_VX_BUF, &pos);
+	if (!rc)
+		vx->at[ntrdma_ring_idx(pos, NTRDMA_TQP_RING)] = i;
+	return rc;
+}
+
+static void vx_rx_work(struct work_struct *work)
+{
+	struct ntrdma_vx *vx = container_of(work, struct ntrdma_vx, rx_work);
+	struct ntrdma_tqp_rcomp c;
+	int n, rc;
+	u16 i;
+
+	if (!READ_ONCE(vx->active))
+		return;
+	for (n = 0; n < NTRDMA_VX_BUDGET; n++) {
+		rc = ntrdma_tqp_poll_recv(vx->tqp, &c, NTRDMA_VX_BUF);
+		if (rc <= 0)
+			break;
+		i = vx->at[ntrdma_ring_idx(c.pos, NTRDMA_TQP_RING)];
+		dma_sync_single_for_cpu(vx->ndev->dma_dev, vx->buf[i].dma,
+					c.len, DMA_FROM_DEVICE);
+		vx_rx_one(vx, page_address(vx->buf[i].page), c.len);
+		/* Same buffer, next position: the ring never runs dry. */
+		vx_post(vx, i);
+	}
+	ntrdma_tqp_post_commit(vx->tqp);
+	if (rc < 0)
+		return;	/* protocol error: the link is going down */
+	if (n == NTRDMA_VX_BUDGET || ntrdma_tqp_recv_arm(vx->tqp))
+		queue_work(vx->wq, &vx->rx_work);
+}
+
+/* Wait for the rx work (destroying QPs: it may be using one). */
+void ntrdma_vx_flush_rx(struct ntrdma_ib *nib)
+{
+	flush_work(&nib->vx->rx_work);
+	flush_work(&nib->vx->wake_work);
+}
+
+static void vx_wake_work(struct work_struct *work)
+{
+	struct ntrdma_vx *vx = container_of(work, struct ntrdma_vx, wake_work);
+	struct ntrdma_qp *qp, *tmp;
+	unsigned long flags;
+	LIST_HEAD(list);
+
+	spin_lock_irqsave(&vx->wait_lock, flags);
+	list_splice_init(&vx->tx_waiters, &list);
+	list_for_each_entry_safe(qp, tmp, &list, tx_wait) {
+		list_del_init(&qp->tx_wait);
+		queue_work(vx->wq, &qp->tx_work);
+	}
+	spin_unlock_irqrestore(&vx->wait_lock, flags);
+}
+
+/* The TQP had no peer buffer for @qp: run its tx work on the next post. */
+void ntrdma_vx_wait_space(struct ntrdma_qp *qp)
+{
+	struct ntrdma_vx *vx = to_nib(qp->ibqp.device)->vx;
+	unsigned long flags;
+
+	spin_lock_irqsave(&vx->wait_lock, flags);
+	if (list_empty(&qp->tx_wait))
+		list_add_tail(&qp->tx_wait, &vx->tx_waiters);
+	spin_unlock_irqrestore(&vx->wait_lock, flags);
+	/* A post may have come before we were on the list. */
+	if (ntrdma_tqp_send_ready(vx->tqp))
+		queue_work(vx->wq, &vx->wake_work);
+}
+
+/* Run @qp's transmit side from the work queue. */
+void ntrdma_vx_kick(struct ntrdma_qp *qp)
+{
+	queue_work(to_nib(qp->ibqp.device)->vx->wq, &qp->tx_work);
+}
+
+/* Remove @qp from the waiters (destroy). */
+static void vx_unwait(struct ntrdma_vx *vx, struct ntrdma_qp *qp)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&vx->wait_lock, flags);
+	list_del_init(&qp->tx_wait);
+	spin_unlock_irqrestore(&vx->wait_lock, flags);
+}
+
+void ntrdma_vx_qp_fini(struct ntrdma_qp *qp)
+{
+	vx_unwait(to_nib(qp->ibqp.device)->vx, qp);
+}
+
+static void vx_tqp_rx(void *ctx)
+{
+	struct ntrdma_vx *vx = ctx;
+
+	queue_work(vx->wq, &vx->rx_work);
+}
+
+static void vx_tqp_tx_space(void *ctx)
+{
+	struct ntrdma_vx *vx = ctx;
+
+	queue_work(vx->wq, &vx->wake_work);
+}
+
+static void vx_tqp_peer_state(void *ctx)
+{
+}
+
+/* A segment left our memory (or the session ended first). */
+static void vx_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
+{
+	struct ntrdma_seg_meta *m = cookie;
+	struct ntrdma_qp *qp = m->qp;
+	u32 i;
+
+	for (i = 0; i < m->nmr; i++)
+		ntrdma_mr_put(m->mr[i]);
+	m->nmr = 0;
+	/* Before the count: destroy waits for the count, then cancels. */
+	if (READ_ONCE(qp->seg_blocked)) {
+		WRITE_ONCE(qp->seg_blocked, false);
+		ntrdma_vx_kick(qp);
+	}
+	atomic_inc(&qp->seg_done);
+	wake_up(&qp->seg_wait);
+}
+
+static const struct ntrdma_tqp_ops vx_tqp_ops = {
+	.rx		= vx_tqp_rx,
+	.tx_space	= vx_tqp_tx_space,
+	.peer_state	= vx_tqp_peer_state,
+	.send_done	= vx_tqp_send_done,
+};
+
+/*
+ * Send one segment of @qp: header @h (whose LAST flag this sets), @inl_len
+ * bytes of inline data, then up to @len payload bytes taken from the SGE
+ * list @sg (starting @sg_skip bytes into sg[0]). Returns the payload bytes
+ * taken (fewer than @len when the TQP's gather list is full), -EBUSY when
+ * the QP's segment slots are all in flight, -ENOSPC when the peer has no
+ * buffer posted, -EFAULT for an MR address without a page, or the TQP's
+ * error. Caller holds sq_lock.
+ */
+int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
+		   const void *inl, u32 inl_len, const struct ntrdma_rsge *sg,
+		   int nsg, u32 sg_skip, u32 len)
+{
+	struct ntrdma_vx *vx = to_nib(qp->ibqp.device)->vx;
+	struct ntrdma_tqp_sge tsg[NTRDMA_TQP_MAX_SGE];
+	struct ntrdma_seg_meta *m;
+	struct ntrdma_vx_hdr *slot;
+	u32 idx, taken = 0, off, n_hdr;
+	struct page *page;
+	int n = 1, i = 0, got, rc;
+	u64 addr;
+
+	if ((u32)(qp->seg_prod - atomic_read(&qp->seg_done)) >= NTRDMA_QP_SEGS) {
+		WRITE_ONCE(qp->seg_blocked, true);
+		/* A send_done may have come between the check and the flag. */
+		if ((u32)(qp->seg_prod - atomic_read(&qp->seg_done)) >=
+		    NTRDMA_QP_SEGS)
+			return -EBUSY;
+		WRITE_ONCE(qp->seg_blocked, false);
+	}
+	idx = qp->seg_prod % NTRDMA_QP_SEGS;
+	m = &qp->seg_meta[idx];
+	m->nmr = 0;
+	slot = qp->segs + idx * NTRDMA_SEG_SLOT;
+	n_hdr = sizeof(*h) + inl_len;
+	tsg[0].page = virt_to_page(slot);
+	tsg[0].off = offset_in_page(slot);
+	tsg[0].len = n_hdr;
+
+	while (taken < len && i < nsg && n < NTRDMA_TQP_MAX_SGE) {
+		if (sg_skip >= sg[i].len) {
+			sg_skip -= sg[i].len;
+			i++;
+			continue;
+		}
+		addr = sg[i].addr + sg_skip;
+		got = ntrdma_mr_range(sg[i].mr, addr,
+				      min(len - taken, sg[i].len - sg_skip),
+				      &page, &off);
+		if (got <= 0) {
+			rc = -EFAULT;
+			goto undo;
+		}
+		tsg[n].page = page;
+		tsg[n].off = off;
+		tsg[n].len = got;
+		n++;
+		if (!m->nmr || m->mr[m->nmr - 1] != sg[i].mr) {
+			refcount_inc(&sg[i].mr->refs);
+			m->mr[m->nmr++] = sg[i].mr;
+		}
+		taken += got;
+		sg_skip += got;
+	}
+
+	memcpy(slot, h, sizeof(*h));
+	if (inl_len)
+		memcpy((u8 *)slot + sizeof(*h), inl, inl_len);
+	if ((h->op == NTRDMA_VX_SEND || h->op == NTRDMA_VX_WRITE) &&
+	    h->offset + inl_len + taken == h->total)
+		slot->flags |= NTRDMA_VX_LAST;
+	m->qp = qp;
+	qp->seg_prod++;
+	rc = ntrdma_tqp_send(vx->tqp, tsg, n, n_hdr + taken, 0, m, false);
+	if (rc) {
+		qp->seg_prod--;
+		goto undo;
+	}
+	qp->tx_msgs++;
+	return taken;
+undo:
+	for (i = 0; i < m->nmr; i++)
+		ntrdma_mr_put(m->mr[i]);
+	m->nmr = 0;
+	return rc;
+}
+
+/* ---- sessions ---- */
+
+void ntrdma_vx_start(struct ntrdma_ib *nib)
+{
+	struct ntrdma_vx *vx = nib->vx;
+	u16 i;
+
+	ntrdma_tqp_start(vx->tqp);
+	for (i = 0; i < NTRDMA_VX_RX_BUFS; i++)
+		if (vx_post(vx, i))
+			break;
+	ntrdma_tqp_post_commit(vx->tqp);
+	vx->posted_ever = true;
+	WRITE_ONCE(vx->active, true);
+	queue_work(vx->wq, &vx->rx_work);
+}
+
+/*
+ * Session over: nothing more is received; sends in flight complete (their
+ * send_done runs) before this returns. The buffers stay allocated: the
+ * next session posts them again once the peer accepted it (so it left this
+ * one), and freeing them waits for that too (ntrdma_vx_fini).
+ */
+void ntrdma_vx_stop(struct ntrdma_ib *nib)
+{
+	struct ntrdma_vx *vx = nib->vx;
+
+	WRITE_ONCE(vx->active, false);
+	cancel_work_sync(&vx->rx_work);
+	ntrdma_tqp_stop(vx->tqp);
+	flush_work(&vx->wake_work);
+}
+
+int ntrdma_vx_init(struct ntrdma_ib *nib)
+{
+	struct ntrdma_dev *ndev = nib->ndev;
+	struct ntrdma_vx *vx;
+	int i, rc;
+
+	vx = kzalloc(sizeof(*vx), GFP_KERNEL);
+	if (!vx)
+		return -ENOMEM;
+	vx->nib = nib;
+	vx->ndev = ndev;
+	INIT_WORK(&vx->rx_work, vx_rx_work);
+	INIT_WORK(&vx->wake_work, vx_wake_work);
+	spin_lock_init(&vx->wait_lock);
+	INIT_LIST_HEAD(&vx->tx_waiters);
+	vx->wq = alloc_workqueue("%s_vx", WQ_HIGHPRI | WQ_MEM_RECLAIM, 0,
+				 ndev->name);
+	if (!vx->wq) {
+		rc = -ENOMEM;
+		goto err_free;
+	}
+	for (i = 0; i < NTRDMA_VX_RX_BUFS; i++) {
+		vx->buf[i].page = alloc_pages(GFP_KERNEL | __GFP_ZERO,
+					      get_order(NTRDMA_VX_BUF));
+		if (!vx->buf[i].page) {
+			rc = -ENOMEM;
+			goto err_bufs;
+		}
+		vx->buf[i].dma = dma_map_page(ndev->dma_dev, vx->buf[i].page, 0,
+					      NTRDMA_VX_BUF, DMA_FROM_DEVICE);
+		if (dma_mapping_error(ndev->dma_dev, vx->buf[i].dma)) {
+			__free_pages(vx->buf[i].page, get_order(NTRDMA_VX_BUF));
+			rc = -EIO;
+			goto err_bufs;
+		}
+	}
+	vx->tqp = ntrdma_tqp_create(ndev, NTRDMA_TQP_VERBS, &vx_tqp_ops, vx);
+	if (IS_ERR(vx->tqp)) {
+		rc = PTR_ERR(vx->tqp);
+		goto err_bufs;
+	}
+	nib->vx = vx;
+	return 0;
+
+err_bufs:
+	while (i--) {
+		dma_unmap_page(ndev->dma_dev, vx->buf[i].dma, NTRDMA_VX_BUF,
+			       DMA_FROM_DEVICE);
+		__free_pages(vx->buf[i].page, get_order(NTRDMA_VX_BUF));
+	}
+	destroy_workqueue(vx->wq);
+err_free:
+	kfree(vx);
+	return rc;
+}
+
+/*
+ * Device going away (the session is stopped). The receive buffers are freed
+ * only if the peer provably no longer writes them (@free_posted); otherwise
+ * they are kept, as the Ethernet face keeps its own.
+ */
+void ntrdma_vx_fini(struct ntrdma_ib *nib, bool free_posted)
+{
+	struct ntrdma_vx *vx = nib->vx;
+	int i;
+
+	if (!vx)
+		return;
+	ntrdma_tqp_destroy(vx->tqp);
+	destroy_workqueue(vx->wq);
+	if (vx->posted_ever && !free_posted) {
+		dev_warn(&vx->ndev->ntb->dev,
+			 "%s: verbs: the peer may still write our %u receive buffers: keeping the memory\n",
+			 vx->ndev->name, NTRDMA_VX_RX_BUFS);
+	} else {
+		for (i = 0; i < NTRDMA_VX_RX_BUFS; i++) {
+			dma_unmap_page(vx->ndev->dma_dev, vx->buf[i].dma,
+				       NTRDMA_VX_BUF, DMA_FROM_DEVICE);
+			__free_pages(vx->buf[i].page,
+				     get_order(NTRDMA_VX_BUF));
+		}
+	}
+	nib->vx = NULL;
+	kfree(vx);
+}
