@@ -663,7 +663,7 @@ TEST_F(Verbs, SrqPostRecvUntilFullAndQpWithSrq) {
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
 }
 
-// ---- the link ----
+// ---- async events ----
 
 // Wait up to ms for an async event of the given type; acks everything read.
 bool WaitAsyncEvent(ibv_context* ctx, ibv_event_type type, int ms, void* element = nullptr) {
@@ -683,61 +683,6 @@ bool WaitAsyncEvent(ibv_context* ctx, ibv_event_type type, int ms, void* element
         }
     }
     return false;
-}
-
-// The session with the peer ends: PORT_ERR, connected QPs go to ERR with
-// QP_FATAL and their receives are flushed; the port comes back with the
-// peer. The selftest passes the commands that take the peer away and back.
-TEST_F(Verbs, LinkLossMakesConnectedQpsFatal) {
-    const char* down = std::getenv("NTRDMA_PEER_DOWN_CMD");
-    const char* up = std::getenv("NTRDMA_PEER_UP_CMD");
-    if (!down || !up) {
-        GTEST_SKIP() << "NTRDMA_PEER_DOWN_CMD / NTRDMA_PEER_UP_CMD not set";
-    }
-    ibv_cq* rcq = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
-    ASSERT_NE(rcq, nullptr);
-    RcQpSpec a;
-    a.recv_cq = rcq;
-    a.max_send_wr = 4;
-    a.max_recv_wr = 4;
-    ibv_qp* qp = CreateRcQp(a);
-    ASSERT_NE(qp, nullptr);
-    ibv_qp* idle = CreateRcQp();  // stays in RESET: not connected
-    ASSERT_NE(idle, nullptr);
-    ASSERT_EQ(ToInit(qp), 0);
-    ASSERT_EQ(ToRtr(qp, qp->qp_num), 0);
-    ASSERT_EQ(ToRts(qp), 0);
-    std::vector<char> buf(4096);
-    ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
-    ASSERT_NE(mr, nullptr);
-    ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 64, mr->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = 7;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
-
-    ASSERT_EQ(std::system(down), 0) << down;
-    EXPECT_TRUE(WaitAsyncEvent(ctx_, IBV_EVENT_QP_FATAL, 10000, qp));
-    EXPECT_EQ(State(qp), IBV_QPS_ERR);
-    EXPECT_EQ(State(idle), IBV_QPS_RESET);
-    ibv_wc wc[4];
-    ASSERT_EQ(ibv_poll_cq(rcq, 4, wc), 1);
-    EXPECT_EQ(wc[0].wr_id, 7u);
-    EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
-    ibv_port_attr p{};
-    ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);
-    EXPECT_NE(p.state, IBV_PORT_ACTIVE);
-
-    ASSERT_EQ(std::system(up), 0) << up;
-    EXPECT_TRUE(WaitAsyncEvent(ctx_, IBV_EVENT_PORT_ACTIVE, 15000));
-    ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);
-    EXPECT_EQ(p.state, IBV_PORT_ACTIVE);
-
-    EXPECT_EQ(DestroyQp(qp), 0);
-    EXPECT_EQ(ibv_dereg_mr(mr), 0);
-    EXPECT_EQ(ibv_destroy_cq(rcq), 0);
 }
 
 // modify_qp refuses every transition the RC state machine does not have
@@ -2215,6 +2160,159 @@ TEST_F(DataPath, LimitsHonouredExactly) {
     EXPECT_EQ(FirstDiff(src->p(), dst->p(), max_inline), -1);
 }
 
+// ---- bursts ----
+
+// A burst deeper than one message at a time: 256 SENDs of 4 KiB posted
+// back to back complete in order on both sides, each in its own receive.
+TEST_F(DataPath, SendBurstInOrder) {
+    const int n = 256;
+    const uint32_t len = 4096;
+    ConnSpec cs;
+    cs.wr = n;
+    Conn c = Connect(cs);
+    Buf* src = Reg(a_, size_t{len} * n, kLocal);
+    Buf* dst = Reg(b_, size_t{len} * n, kLocal);
+    ASSERT_FALSE(HasFailure());
+    Fill(src->p(), size_t{len} * n, 700);
+    for (int i = 0; i < n; i++) {
+        ASSERT_EQ(PostRecv(c.b, i, {dst->sge(size_t{len} * i, len)}), 0) << i;
+    }
+    for (int i = 0; i < n; i++) {
+        Wr w;
+        w.wr_id = i;
+        w.sge = {src->sge(size_t{len} * i, len)};
+        ASSERT_EQ(Post(c.a, w), 0) << i;
+    }
+    std::vector<ibv_wc> s = PollCq(a_.scq, n, 20000);
+    std::vector<ibv_wc> r = PollCq(b_.rcq, n, 20000);
+    ASSERT_EQ(s.size(), static_cast<size_t>(n));
+    ASSERT_EQ(r.size(), static_cast<size_t>(n));
+    for (int i = 0; i < n; i++) {
+        ASSERT_EQ(s[i].status, IBV_WC_SUCCESS) << WcStr(s[i]);
+        ASSERT_EQ(s[i].wr_id, static_cast<uint64_t>(i)) << "requester completions out of order";
+        ASSERT_EQ(r[i].status, IBV_WC_SUCCESS) << WcStr(r[i]);
+        ASSERT_EQ(r[i].wr_id, static_cast<uint64_t>(i)) << "receives out of order";
+        ASSERT_EQ(r[i].byte_len, len);
+    }
+    EXPECT_EQ(FirstDiff(src->p(), dst->p(), size_t{len} * n), -1);
+}
+
+// Several READs outstanding at once (up to max_rd_atomic, then queued):
+// all complete, in posting order, each with its own data.
+TEST_F(DataPath, ManyOutstandingReadsInOrder) {
+    const int n = 24;
+    const uint32_t len = 65536;
+    Conn c = Connect();
+    Buf* src = Reg(b_, size_t{len} * n, kRemoteAll);
+    Buf* dst = Reg(a_, size_t{len} * n, kLocal);
+    ASSERT_FALSE(HasFailure());
+    Fill(src->p(), size_t{len} * n, 800);
+    std::vector<Wr> ws;
+    for (int i = 0; i < n; i++) {
+        Wr w;
+        w.op = IBV_WR_RDMA_READ;
+        w.wr_id = i;
+        w.sge = {dst->sge(size_t{len} * (n - 1 - i), len)};  // reversed placement
+        w.raddr = src->addr(size_t{len} * i);
+        w.rkey = src->mr->rkey;
+        ws.push_back(w);
+    }
+    ASSERT_EQ(PostChain(c.a, ws), 0);
+    std::vector<ibv_wc> s = PollCq(a_.scq, n, 20000);
+    ASSERT_EQ(s.size(), static_cast<size_t>(n));
+    for (int i = 0; i < n; i++) {
+        EXPECT_EQ(s[i].status, IBV_WC_SUCCESS) << WcStr(s[i]);
+        EXPECT_EQ(s[i].wr_id, static_cast<uint64_t>(i)) << "READ completions out of order";
+        EXPECT_EQ(s[i].opcode, IBV_WC_RDMA_READ);
+        EXPECT_EQ(FirstDiff(src->p(size_t{len} * i), dst->p(size_t{len} * (n - 1 - i)), len), -1)
+            << "READ " << i;
+    }
+}
+
+// Fetch-and-add from two QPs (on two connections) onto one counter,
+// interleaved: every add lands once and every returned value is distinct.
+TEST_F(DataPath, AtomicsFromTwoQpsAreAtomic) {
+    if (IsNtrdma(a_.ctx)) {
+        EXPECT_EQ(a_.dev.atomic_cap, IBV_ATOMIC_HCA);
+    } else if (a_.dev.atomic_cap == IBV_ATOMIC_NONE) {
+        GTEST_SKIP() << a_.name << " has no atomics (atomic_cap NONE)";
+    }
+    const int n = 64;  // per QP
+    ConnSpec cs;
+    cs.wr = n;
+    Conn c1 = Connect(cs);
+    Conn c2 = Connect(cs);
+    Buf* tgt = Reg(b_, 8, kRemoteAll);
+    Buf* res = Reg(a_, 8 * 2 * n, kLocal);
+    ASSERT_FALSE(HasFailure());
+    for (int i = 0; i < n; i++) {
+        for (int q = 0; q < 2; q++) {
+            Wr w;
+            w.op = IBV_WR_ATOMIC_FETCH_AND_ADD;
+            w.wr_id = q * n + i;
+            w.sge = {res->sge(8 * (q * n + i), 8)};
+            w.raddr = tgt->addr();
+            w.rkey = tgt->mr->rkey;
+            w.compare_add = 1;
+            ASSERT_EQ(Post(q ? c2.a : c1.a, w), 0);
+        }
+    }
+    std::vector<ibv_wc> s = PollCq(a_.scq, 2 * n, 20000);
+    ASSERT_EQ(s.size(), static_cast<size_t>(2 * n));
+    for (const ibv_wc& wc : s) {
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << WcStr(wc);
+    }
+    EXPECT_EQ(*reinterpret_cast<uint64_t*>(tgt->p()), static_cast<uint64_t>(2 * n)) << "adds lost";
+    std::set<uint64_t> seen;
+    for (int i = 0; i < 2 * n; i++) {
+        seen.insert(reinterpret_cast<uint64_t*>(res->p())[i]);
+    }
+    EXPECT_EQ(seen.size(), static_cast<size_t>(2 * n)) << "two adds saw the same value";
+    EXPECT_EQ(*seen.rbegin(), static_cast<uint64_t>(2 * n - 1));
+}
+
+// A chain whose k-th WR is invalid (more SGEs than the QP has) is refused
+// there: ibv_post_send returns an error, bad_wr points at that WR, the WRs
+// before it run and none from it on.
+TEST_F(DataPath, PostSendChainStopsAtBadWr) {
+    Conn c = Connect();
+    ASSERT_FALSE(HasFailure());
+    const uint32_t max_sge = c.cap_a.max_send_sge;
+    Buf* src = Reg(a_, 64 * std::max(8u, max_sge + 1), kLocal);
+    Buf* dst = Reg(b_, 64 * 8, kRemoteAll);
+    ASSERT_FALSE(HasFailure());
+    Fill(src->p(), src->mem.size(), 900);
+    std::vector<Wr> ws;
+    for (int i = 0; i < 6; i++) {
+        Wr w;
+        w.op = IBV_WR_RDMA_WRITE;
+        w.wr_id = i;
+        w.sge = {src->sge(64 * i, 64)};
+        w.raddr = dst->addr(64 * i);
+        w.rkey = dst->mr->rkey;
+        ws.push_back(w);
+    }
+    ws[3].sge.clear();
+    for (uint32_t i = 0; i < max_sge + 1; i++) {
+        ws[3].sge.push_back(src->sge(64 * i, 1));
+    }
+    size_t nbad = 0;
+    int rc = PostChain(c.a, ws, &nbad);
+    EXPECT_NE(rc, 0) << "a chain with an invalid WR was accepted";
+    EXPECT_EQ(nbad, 3u) << "bad_wr does not point at the invalid WR";
+    std::vector<ibv_wc> s = PollCq(a_.scq, 3);
+    ASSERT_EQ(s.size(), 3u);
+    for (size_t i = 0; i < 3; i++) {
+        EXPECT_EQ(s[i].status, IBV_WC_SUCCESS) << WcStr(s[i]);
+        EXPECT_EQ(s[i].wr_id, i);
+    }
+    EXPECT_EQ(Drain(a_.scq, 100).size(), 0u) << "a WR at or after the invalid one ran";
+    EXPECT_EQ(FirstDiff(src->p(), dst->p(), 64 * 3), -1);
+    for (size_t i = 64 * 3; i < 64 * 8; i++) {
+        ASSERT_EQ(dst->p()[i], 0) << "a WR at or after the invalid one wrote at " << i;
+    }
+}
+
 // ---- regressions: the old NTRDMA's defects ----
 
 // Defect 1: a reserved lkey made a receive's address a physical address.
@@ -2473,6 +2571,68 @@ TEST_F(DataPath, OldNtrdmaDefect10UserPagesPinned) {
     }
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
     EXPECT_EQ(munmap(q, len), 0);
+}
+
+// ---- the link (last: it takes the peer away) ----
+
+// Its own suite, defined last, so that it runs after every other suite:
+// the peer's device and netdev come back re-created (the netdev down), which
+// the DataPath tests must not see.
+class VerbsLinkLoss : public Verbs {};
+
+// The session with the peer ends: PORT_ERR, connected QPs go to ERR with
+// QP_FATAL and their receives are flushed; the port comes back with the
+// peer. The selftest passes the commands that take the peer away and back.
+TEST_F(VerbsLinkLoss, LinkLossMakesConnectedQpsFatal) {
+    const char* down = std::getenv("NTRDMA_PEER_DOWN_CMD");
+    const char* up = std::getenv("NTRDMA_PEER_UP_CMD");
+    if (!down || !up) {
+        GTEST_SKIP() << "NTRDMA_PEER_DOWN_CMD / NTRDMA_PEER_UP_CMD not set";
+    }
+    ibv_cq* rcq = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
+    ASSERT_NE(rcq, nullptr);
+    RcQpSpec a;
+    a.recv_cq = rcq;
+    a.max_send_wr = 4;
+    a.max_recv_wr = 4;
+    ibv_qp* qp = CreateRcQp(a);
+    ASSERT_NE(qp, nullptr);
+    ibv_qp* idle = CreateRcQp();  // stays in RESET: not connected
+    ASSERT_NE(idle, nullptr);
+    ASSERT_EQ(ToInit(qp), 0);
+    ASSERT_EQ(ToRtr(qp, qp->qp_num), 0);
+    ASSERT_EQ(ToRts(qp), 0);
+    std::vector<char> buf(4096);
+    ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 64, mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = 7;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+
+    ASSERT_EQ(std::system(down), 0) << down;
+    EXPECT_TRUE(WaitAsyncEvent(ctx_, IBV_EVENT_QP_FATAL, 10000, qp));
+    EXPECT_EQ(State(qp), IBV_QPS_ERR);
+    EXPECT_EQ(State(idle), IBV_QPS_RESET);
+    ibv_wc wc[4];
+    ASSERT_EQ(ibv_poll_cq(rcq, 4, wc), 1);
+    EXPECT_EQ(wc[0].wr_id, 7u);
+    EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+    ibv_port_attr p{};
+    ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);
+    EXPECT_NE(p.state, IBV_PORT_ACTIVE);
+
+    ASSERT_EQ(std::system(up), 0) << up;
+    EXPECT_TRUE(WaitAsyncEvent(ctx_, IBV_EVENT_PORT_ACTIVE, 15000));
+    ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);
+    EXPECT_EQ(p.state, IBV_PORT_ACTIVE);
+
+    EXPECT_EQ(DestroyQp(qp), 0);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+    EXPECT_EQ(ibv_destroy_cq(rcq), 0);
 }
 
 }  // namespace
