@@ -4,22 +4,23 @@
  * bound to the device's netdev (ntr%d), port state following the shared
  * link (ntrdma_link_is_up(); PORT_ACTIVE / PORT_ERR events).
  *
- * Node type and transport: an InfiniBand CA with an Ethernet link layer
- * whose port speaks the RoCE v2 protocol as far as addressing goes (GIDs
- * are the netdev's addresses, filled in by the RDMA core), not an iWARP RNIC
- * as the earlier NTRDMA was. Why:
+ * Node type and link layer: an InfiniBand CA whose port has an InfiniBand
+ * link layer, not RoCE (and not iWARP as the earlier NTRDMA was). Why:
  *  - Our link is point to point and QPs are connected by telling each side
  *    the other's QP number: the IB model (modify_qp to RTR with dest_qp_num)
  *    that ibv_rc_pingpong, perftest and qperf use directly. On an iWARP
  *    device RTS is only reached through iw_cm (perftest forces rdma_cm on
  *    iWARP), so every tool would need a connection manager first.
- *  - RoCE GIDs come from ntr%d's IP addresses, so rdma_cm can later resolve
- *    IP addresses to this device with no code of ours.
- * The cost: rdma_cm on RoCE needs a GSI QP (QP1, UD) carrying CM MADs. Until
- * the engine can carry one, the port does NOT advertise the MAD and CM
- * capabilities (so ib_mad and ib_cm leave it alone); adding them, with QP1,
- * is what makes rdma_cm work (the alternative, iw_cm verbs over the command
- * channel, would need node type RNIC and the iWARP QP model).
+ *  - On a RoCE port the RDMA core demands a GRH in every address vector;
+ *    qperf (without -cm1) connects with a LID only, so it cannot run on a
+ *    RoCE port without rdma_cm. An IB port takes both: a LID (ours is the
+ *    device index + 1) or a GRH naming GID 0 (fe80::EUI-64 of ntr%d's
+ *    MAC). The address vector itself selects nothing: there is one peer.
+ * The port does NOT advertise the MAD, SMI, SA or CM capabilities (so
+ * ib_mad, ib_umad, ib_sa and ib_cm leave it alone): there is no subnet
+ * manager, the port is ACTIVE whenever the shared link is up. rdma_cm needs
+ * those (a GSI QP1 carrying CM MADs), which the data path does not offer
+ * yet. The netdev tie (rdma link: netdev ntr%d) is kept for users.
  */
 
 #include <linux/etherdevice.h>
@@ -188,6 +189,12 @@ static int ntrdma_query_device(struct ib_device *ibdev,
 	return 0;
 }
 
+/* Our LID: the device index + 1 (nothing routes on it: one peer). */
+static u16 ntrdma_ib_lid(struct ntrdma_ib *nib)
+{
+	return (nib->ndev->index & 0x3fff) + 1;
+}
+
 static int ntrdma_query_port(struct ib_device *ibdev, u32 port,
 			     struct ib_port_attr *attr)
 {
@@ -201,11 +208,25 @@ static int ntrdma_query_port(struct ib_device *ibdev, u32 port,
 	attr->max_mtu = IB_MTU_4096;
 	attr->active_mtu = IB_MTU_4096;
 	attr->gid_tbl_len = NTRDMA_GID_TBL_LEN;
-	attr->port_cap_flags = IB_PORT_CM_SUP;
+	attr->port_cap_flags = 0;
+	attr->lid = ntrdma_ib_lid(nib);
+	attr->sm_lid = attr->lid;
+	attr->lmc = 0;
 	attr->max_msg_sz = 1U << 31;
 	attr->pkey_tbl_len = 1;
 	attr->active_width = IB_WIDTH_4X;
 	attr->active_speed = IB_SPEED_EDR;
+	return 0;
+}
+
+static int ntrdma_query_gid(struct ib_device *ibdev, u32 port, int index,
+			    union ib_gid *gid)
+{
+	if (index >= NTRDMA_GID_TBL_LEN)
+		return -EINVAL;
+	memset(gid, 0, sizeof(*gid));
+	gid->global.subnet_prefix = cpu_to_be64(0xfe80000000000000ULL);
+	gid->global.interface_id = ibdev->node_guid;
 	return 0;
 }
 
@@ -229,8 +250,8 @@ static int ntrdma_get_port_immutable(struct ib_device *ibdev, u32 port,
 		return rc;
 	immutable->pkey_tbl_len = attr.pkey_tbl_len;
 	immutable->gid_tbl_len = attr.gid_tbl_len;
-	/* RoCE v2 addressing; no MAD/CM until a GSI QP exists (see top). */
-	immutable->core_cap_flags = RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP;
+	/* IB addressing; no MAD/SMI/SA/CM (no subnet manager; see top). */
+	immutable->core_cap_flags = RDMA_CORE_CAP_PROT_IB;
 	immutable->max_mad_size = 0;
 	return 0;
 }
@@ -238,7 +259,7 @@ static int ntrdma_get_port_immutable(struct ib_device *ibdev, u32 port,
 static enum rdma_link_layer ntrdma_get_link_layer(struct ib_device *ibdev,
 						  u32 port)
 {
-	return IB_LINK_LAYER_ETHERNET;
+	return IB_LINK_LAYER_INFINIBAND;
 }
 
 static void ntrdma_get_dev_fw_str(struct ib_device *ibdev, char *str)
@@ -278,6 +299,7 @@ static const struct ib_device_ops ntrdma_ib_ops = {
 	.post_send = ntrdma_post_send,
 	.post_srq_recv = ntrdma_post_srq_recv,
 	.query_device = ntrdma_query_device,
+	.query_gid = ntrdma_query_gid,
 	.query_pkey = ntrdma_query_pkey,
 	.query_port = ntrdma_query_port,
 	.query_qp = ntrdma_query_qp,

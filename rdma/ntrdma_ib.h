@@ -30,7 +30,7 @@
 #define NTRDMA_MAX_MR_SIZE	BIT_ULL(40)
 #define NTRDMA_MAX_RD_ATOM	16
 #define NTRDMA_MAX_FRPL		512	/* fast-reg page list entries */
-#define NTRDMA_GID_TBL_LEN	32
+#define NTRDMA_GID_TBL_LEN	1
 #define NTRDMA_FIRST_QPN	2	/* 0 and 1 are special in IB */
 
 struct ntrdma_vx;

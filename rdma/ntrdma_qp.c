@@ -22,8 +22,9 @@
 
 #include "ntrdma_ib.h"
 
+/* Local write is meaningless for a QP; perftest sets it: accepted. */
 #define NTRDMA_QP_ACCESS	(IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | \
-				 IB_ACCESS_REMOTE_ATOMIC)
+				 IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_LOCAL_WRITE)
 
 static void ntrdma_qp_tx_work(struct work_struct *work);
 
@@ -627,9 +628,9 @@ int ntrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		*bad_wr = wr;
 		return -EINVAL;
 	}
-	if (!qp->user)
+	if (!qp->user) {
 		rc = ntrdma_post_send_kern(qp, wr, bad_wr);
-	else if (wr) {
+	} else if (wr) {
 		*bad_wr = wr;
 		return -EINVAL;
 	}

@@ -166,6 +166,7 @@ static bool req_complete(struct ntrdma_qp *qp)
 		      (w->w.flags & IB_SEND_SIGNALED);
 		req_release(w);
 		cons++;
+		/* release: the slot (already copied) goes back to the user */
 		smp_store_release(&ctl->cons, cons);
 		if (sig || st) {
 			e.wr_id = w->w.wr_id;
@@ -573,6 +574,7 @@ void ntrdma_req_flush(struct ntrdma_qp *qp, bool post)
 		e.qp_num = qp->ibqp.qp_num;
 		ntrdma_qp_complete(qp, qp->ibqp.send_cq, &e, false);
 	}
+	/* release: the slots (already copied) go back to the user */
 	smp_store_release(&ctl->cons, cons);
 	qp->sq_send = qp->sq_fetched;
 	qp->rd_out = 0;

@@ -270,7 +270,7 @@ static inline int ntrdma_wire_check_rsp(const struct ntrdma_wire_rsp *r,
  */
 #define NTRDMA_TQP_VERBS	7
 #define NTRDMA_VX_BUF		65536u	/* posted receive buffer */
-#define NTRDMA_VX_MAX_MSG	(1u << 31)
+#define NTRDMA_VX_MAX_MSG	0x80000000u	/* the port's max_msg_sz */
 #define NTRDMA_VX_MSN_MASK	0xffffffu
 
 enum ntrdma_vx_op {

@@ -244,4 +244,112 @@ TEST(Layout, VirtualDoorbellsOfEveryQueuePairFit) {
     EXPECT_NE(NTRDMA_VDB_TQP(0, NTRDMA_TQP_VDB_RX), NTRDMA_VDB_CMD);
 }
 
+// ---- verbs transport segment headers ----
+
+ntrdma_vx_hdr VxHdr(u8 op, u8 flags, u32 offset, u32 total) {
+    ntrdma_vx_hdr h{};
+    h.op = op;
+    h.flags = flags;
+    h.src_qpn = 2;
+    h.dst_qpn = 3;
+    h.offset = offset;
+    h.total = total;
+    return h;
+}
+
+constexpr u32 kHdr = sizeof(ntrdma_vx_hdr);
+
+TEST(VxHdr, HeaderIsFixedSizeAndFitsTheBuffer) {
+    EXPECT_EQ(sizeof(ntrdma_vx_hdr), 56u);
+    EXPECT_LT(sizeof(ntrdma_vx_hdr), NTRDMA_VX_BUF);
+}
+
+TEST(VxHdr, AcceptsSingleAndMultiSegmentSends) {
+    auto one = VxHdr(NTRDMA_VX_SEND, NTRDMA_VX_FIRST | NTRDMA_VX_LAST, 0, 100);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&one, kHdr + 100), 0);
+    auto first = VxHdr(NTRDMA_VX_WRITE, NTRDMA_VX_FIRST, 0, 100);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&first, kHdr + 60), 0);
+    auto last = VxHdr(NTRDMA_VX_WRITE, NTRDMA_VX_LAST, 60, 100);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&last, kHdr + 40), 0);
+    auto empty = VxHdr(NTRDMA_VX_SEND, NTRDMA_VX_FIRST | NTRDMA_VX_LAST, 0, 0);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&empty, kHdr), 0);
+}
+
+TEST(VxHdr, RejectsShortSegmentsUnknownOpsAndFlags) {
+    auto h = VxHdr(NTRDMA_VX_SEND, NTRDMA_VX_FIRST | NTRDMA_VX_LAST, 0, 0);
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr - 1), 0);
+    h.op = 0;
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr), 0);
+    h.op = NTRDMA_VX_OP_MAX + 1;
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr), 0);
+    h.op = NTRDMA_VX_SEND;
+    h.flags |= 0x80;
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr), 0);
+}
+
+TEST(VxHdr, RejectsPayloadBeyondTheMessageIncludingOverflow) {
+    auto h = VxHdr(NTRDMA_VX_WRITE, NTRDMA_VX_LAST, 60, 100);
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr + 41), 0);
+    h.offset = 0xfffffff0u;  // offset + payload wraps in 32 bits
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr + 0x20), 0);
+    h = VxHdr(NTRDMA_VX_SEND, NTRDMA_VX_FIRST | NTRDMA_VX_LAST, 0, NTRDMA_VX_MAX_MSG + 1);
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr), 0);
+}
+
+TEST(VxHdr, FirstAndLastFlagsMustMatchTheOffsets) {
+    auto h = VxHdr(NTRDMA_VX_SEND, NTRDMA_VX_LAST, 0, 10);  // offset 0 but not FIRST
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr + 10), 0);
+    h = VxHdr(NTRDMA_VX_SEND, NTRDMA_VX_FIRST, 0, 10);  // whole message but not LAST
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr + 10), 0);
+    h = VxHdr(NTRDMA_VX_SEND, NTRDMA_VX_FIRST | NTRDMA_VX_LAST, 5, 10);  // FIRST at 5
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr + 5), 0);
+}
+
+TEST(VxHdr, QpNumbersAndMsnAre24Bits) {
+    auto h = VxHdr(NTRDMA_VX_READ_REQ, NTRDMA_VX_FIRST | NTRDMA_VX_LAST, 0, 4096);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&h, kHdr), 0);
+    h.msn = 0x1000000;
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr), 0);
+    h.msn = 0;
+    h.dst_qpn = 0x1000000;
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr), 0);
+    h.dst_qpn = 3;
+    h.src_qpn = 0xffffffff;
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr), 0);
+}
+
+TEST(VxHdr, RequestsAndAcksCarryNoPayload) {
+    auto rd = VxHdr(NTRDMA_VX_READ_REQ, NTRDMA_VX_FIRST | NTRDMA_VX_LAST, 0, 4096);
+    EXPECT_NE(ntrdma_vx_check_hdr(&rd, kHdr + 1), 0);
+    auto at = VxHdr(NTRDMA_VX_ATOMIC_REQ, NTRDMA_VX_FIRST | NTRDMA_VX_LAST, 0, 8);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&at, kHdr), 0);
+    EXPECT_NE(ntrdma_vx_check_hdr(&at, kHdr + 8), 0);
+    at.total = 4;  // atomics are 8 bytes
+    EXPECT_NE(ntrdma_vx_check_hdr(&at, kHdr), 0);
+    auto ack = VxHdr(NTRDMA_VX_ACK, 0, 0, 0);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&ack, kHdr), 0);
+    EXPECT_NE(ntrdma_vx_check_hdr(&ack, kHdr + 4), 0);
+    ack.syndrome = NTRDMA_VX_SYN_MAX + 1;
+    EXPECT_NE(ntrdma_vx_check_hdr(&ack, kHdr), 0);
+    ack.syndrome = NTRDMA_VX_SYN_RNR;
+    ack.rnr_timer = 32;
+    EXPECT_NE(ntrdma_vx_check_hdr(&ack, kHdr), 0);
+}
+
+TEST(VxHdr, ReadResponsesStayInsideTheRead) {
+    auto r = VxHdr(NTRDMA_VX_READ_RESP, 0, 4096, 8192);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&r, kHdr + 4096), 0);
+    EXPECT_NE(ntrdma_vx_check_hdr(&r, kHdr + 4097), 0);
+    EXPECT_NE(ntrdma_vx_check_hdr(&r, kHdr), 0);  // no data for a non-empty read
+    auto z = VxHdr(NTRDMA_VX_READ_RESP, 0, 0, 0);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&z, kHdr), 0);  // a zero-length read
+}
+
+TEST(VxMsn, SerialOrderAcross24BitWrap) {
+    EXPECT_EQ(ntrdma_vx_msn_diff(5, 3), 2);
+    EXPECT_EQ(ntrdma_vx_msn_diff(3, 5), -2);
+    EXPECT_EQ(ntrdma_vx_msn_diff(1, 0xffffff), 2);
+    EXPECT_EQ(ntrdma_vx_msn_diff(0xffffff, 1), -2);
+}
+
 }  // namespace
