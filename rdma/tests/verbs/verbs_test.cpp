@@ -8,10 +8,12 @@
 // The DataPath tests move data between two devices: NTRDMA_IBDEV is the
 // requester, NTRDMA_PEER_IBDEV the responder (both ends of a loopback NTB
 // in one guest; they may name the same device, e.g. rxe0, to check the
-// tests against another RDMA implementation). NTRDMA_GID_INDEX (default 0)
-// picks the RoCE GID both sides use.
+// tests against another RDMA implementation). Address vectors carry the
+// peer's LID and a GRH; NTRDMA_GID_INDEX (default 0) picks the GID both
+// sides use (rxe on lo: 1, ::ffff:127.0.0.1).
 
 #include <arpa/inet.h>
+#include <endian.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
@@ -114,6 +116,7 @@ int QpToInit(ibv_qp* qp, unsigned access = kQpRemoteAccess) {
 // RTR with a RoCE address vector towards dgid.
 struct RtrSpec {
     uint32_t dest_qpn = 0;
+    uint16_t dlid = 0;  // IB link layer: the peer's LID (0 on RoCE)
     ibv_gid dgid{};
     int mask_drop = 0;  // attributes left out (to test their absence)
     uint8_t min_rnr_timer = 12;
@@ -129,6 +132,7 @@ int QpToRtr(ibv_qp* qp, const RtrSpec& s) {
     a.max_dest_rd_atomic = s.max_dest_rd_atomic;
     a.min_rnr_timer = s.min_rnr_timer;
     a.ah_attr.is_global = 1;
+    a.ah_attr.dlid = s.dlid;
     a.ah_attr.port_num = 1;
     a.ah_attr.grh.sgid_index = GidIndex();
     a.ah_attr.grh.hop_limit = 1;
@@ -225,6 +229,9 @@ class Verbs : public ::testing::Test {
         RtrSpec s;
         s.dest_qpn = dest_qpn;
         s.mask_drop = mask_drop;
+        ibv_port_attr p{};
+        EXPECT_EQ(ibv_query_port(ctx_, 1, &p), 0);
+        s.dlid = p.lid;
         EXPECT_EQ(ibv_query_gid(ctx_, 1, GidIndex(), &s.dgid), 0);
         return QpToRtr(qp, s);
     }
@@ -251,15 +258,19 @@ TEST_F(Verbs, QueryDeviceAdvertisesUsableLimits) {
     EXPECT_NE(dev_.node_guid, 0u);
 }
 
-TEST_F(Verbs, QueryPortEthernetLinkLayerAndGid) {
+// An InfiniBand port without a subnet manager: a LID of its own, GID 0 =
+// fe80::node GUID (so LID-only and GRH address vectors both work).
+TEST_F(Verbs, QueryPortLinkLayerLidAndGid) {
     ibv_port_attr p{};
     ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);
-    EXPECT_EQ(p.link_layer, IBV_LINK_LAYER_ETHERNET);
+    EXPECT_EQ(p.link_layer, IBV_LINK_LAYER_INFINIBAND);
+    EXPECT_NE(p.lid, 0);
     EXPECT_GE(p.gid_tbl_len, 1);
     EXPECT_EQ(p.pkey_tbl_len, 1);
     ibv_gid gid{};
     ASSERT_EQ(ibv_query_gid(ctx_, 1, 0, &gid), 0);
-    EXPECT_NE(gid.global.interface_id, 0u) << "GID 0 empty: is the netdev up?";
+    EXPECT_EQ(gid.global.subnet_prefix, htobe64(0xfe80000000000000ull));
+    EXPECT_EQ(gid.global.interface_id, dev_.node_guid);
     uint16_t pkey = 0;
     ASSERT_EQ(ibv_query_pkey(ctx_, 1, 0, &pkey), 0);
     EXPECT_EQ(pkey, 0xffff);
@@ -926,6 +937,7 @@ struct Side {
     ibv_cq* scq = nullptr;
     ibv_cq* rcq = nullptr;
     ibv_gid gid{};
+    uint16_t lid = 0;
 };
 
 struct ConnSpec {
@@ -1001,6 +1013,9 @@ class DataPath : public ::testing::Test {
         ASSERT_NE(s->scq, nullptr) << std::strerror(errno);
         ASSERT_NE(s->rcq, nullptr) << std::strerror(errno);
         ASSERT_EQ(ibv_query_gid(s->ctx, 1, GidIndex(), &s->gid), 0);
+        ibv_port_attr p{};
+        ASSERT_EQ(ibv_query_port(s->ctx, 1, &p), 0);
+        s->lid = p.lid;
     }
 
     ibv_pd* AllocPd(Side& s) {
@@ -1091,11 +1106,13 @@ class DataPath : public ::testing::Test {
         RtrSpec ra;
         ra.dest_qpn = c.b->qp_num;
         ra.dgid = b_.gid;
+        ra.dlid = b_.lid;
         ra.min_rnr_timer = s.min_rnr_timer;
         ra.max_dest_rd_atomic = rd_atom(a_.dev.max_qp_rd_atom);
         RtrSpec rb = ra;
         rb.dest_qpn = c.a->qp_num;
         rb.dgid = a_.gid;
+        rb.dlid = a_.lid;
         rb.max_dest_rd_atomic = rd_atom(b_.dev.max_qp_rd_atom);
         EXPECT_EQ(QpToInit(c.a, s.access), 0);
         EXPECT_EQ(QpToInit(c.b, s.access), 0);
@@ -2021,6 +2038,7 @@ TEST_F(DataPath, ErrPostSendBeforeRts) {
     RtrSpec r;
     r.dest_qpn = qp->qp_num;
     r.dgid = a_.gid;
+    r.dlid = a_.lid;
     ASSERT_EQ(QpToRtr(qp, r), 0);
     refused("RTR");
     EXPECT_EQ(Drain(a_.scq, 200).size(), 0u) << "a refused WR completed";
@@ -2639,8 +2657,10 @@ TEST_F(DataPath, OldNtrdmaDefect3KeysNotGuessable) {
         RtrSpec ra, rb;
         ra.dest_qpn = c.b->qp_num;
         ra.dgid = b_.gid;
+        ra.dlid = b_.lid;
         rb.dest_qpn = c.a->qp_num;
         rb.dgid = a_.gid;
+        rb.dlid = a_.lid;
         ASSERT_EQ(QpToInit(c.a), 0);
         ASSERT_EQ(QpToInit(c.b), 0);
         ASSERT_EQ(QpToRtr(c.a, ra), 0);
