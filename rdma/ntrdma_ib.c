@@ -267,11 +267,47 @@ static void ntrdma_get_dev_fw_str(struct ib_device *ibdev, char *str)
 	snprintf(str, IB_FW_VERSION_NAME_MAX, "%u", NTRDMA_VERSION);
 }
 
+/* ---- hardware counters (rdma statistic) ---- */
+
+static const struct rdma_stat_desc ntrdma_hw_desc[NTRDMA_HW_NSTATS] = {
+	[NTRDMA_HW_TX_SEGS] = { .name = "tx_segments" },
+	[NTRDMA_HW_TX_BYTES] = { .name = "tx_bytes" },
+	[NTRDMA_HW_RX_SEGS] = { .name = "rx_segments" },
+	[NTRDMA_HW_RX_BYTES] = { .name = "rx_bytes" },
+	[NTRDMA_HW_RX_INVALID] = { .name = "rx_invalid" },
+	[NTRDMA_HW_RX_NO_QP] = { .name = "rx_no_qp" },
+	[NTRDMA_HW_RX_DROPPED] = { .name = "rx_dropped" },
+	[NTRDMA_HW_RNR_NAK_SENT] = { .name = "rnr_nak_sent" },
+	[NTRDMA_HW_RNR_NAK_RCVD] = { .name = "rnr_retries" },
+	[NTRDMA_HW_NAK_SENT] = { .name = "nak_sent" },
+	[NTRDMA_HW_NAK_RCVD] = { .name = "nak_received" },
+	[NTRDMA_HW_LOCAL_ERR] = { .name = "local_errors" },
+};
+
+static struct rdma_hw_stats *ntrdma_alloc_hw_port_stats(struct ib_device *ibdev,
+							u32 port)
+{
+	return rdma_alloc_hw_stats_struct(ntrdma_hw_desc, NTRDMA_HW_NSTATS,
+					  RDMA_HW_STATS_DEFAULT_LIFESPAN);
+}
+
+static int ntrdma_get_hw_stats(struct ib_device *ibdev,
+			       struct rdma_hw_stats *stats, u32 port, int index)
+{
+	struct ntrdma_ib *nib = to_nib(ibdev);
+	int i;
+
+	for (i = 0; i < NTRDMA_HW_NSTATS; i++)
+		stats->value[i] = atomic64_read(&nib->hw[i]);
+	return NTRDMA_HW_NSTATS;
+}
+
 static const struct ib_device_ops ntrdma_ib_ops = {
 	.owner = THIS_MODULE,
 	.uverbs_abi_ver = NTRDMA_UVERBS_ABI_VERSION,
 	.driver_id = RDMA_DRIVER_UNKNOWN,
 
+	.alloc_hw_port_stats = ntrdma_alloc_hw_port_stats,
 	.alloc_mr = ntrdma_alloc_mr,
 	.alloc_pd = ntrdma_alloc_pd,
 	.alloc_ucontext = ntrdma_alloc_ucontext,
@@ -287,6 +323,7 @@ static const struct ib_device_ops ntrdma_ib_ops = {
 	.disassociate_ucontext = ntrdma_disassociate_ucontext,
 	.get_dev_fw_str = ntrdma_get_dev_fw_str,
 	.get_dma_mr = ntrdma_get_dma_mr,
+	.get_hw_stats = ntrdma_get_hw_stats,
 	.get_link_layer = ntrdma_get_link_layer,
 	.get_port_immutable = ntrdma_get_port_immutable,
 	.map_mr_sg = ntrdma_map_mr_sg,

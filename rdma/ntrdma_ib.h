@@ -35,11 +35,29 @@
 
 struct ntrdma_vx;
 
+/* Data path counters (rdma statistic: hw counters of port 1). */
+enum ntrdma_hw_stat {
+	NTRDMA_HW_TX_SEGS,
+	NTRDMA_HW_TX_BYTES,
+	NTRDMA_HW_RX_SEGS,
+	NTRDMA_HW_RX_BYTES,
+	NTRDMA_HW_RX_INVALID,		/* headers that failed the checks */
+	NTRDMA_HW_RX_NO_QP,		/* for a QP that does not exist */
+	NTRDMA_HW_RX_DROPPED,		/* out of order or wrong peer QP */
+	NTRDMA_HW_RNR_NAK_SENT,
+	NTRDMA_HW_RNR_NAK_RCVD,		/* each one is a retry */
+	NTRDMA_HW_NAK_SENT,		/* access/request/operation errors */
+	NTRDMA_HW_NAK_RCVD,
+	NTRDMA_HW_LOCAL_ERR,		/* WQEs failing local checks */
+	NTRDMA_HW_NSTATS
+};
+
 struct ntrdma_ib {
 	struct ib_device ibdev;
 	struct ntrdma_dev *ndev;
 	struct ntrdma_vx *vx;		/* the data path (ntrdma_vx.c) */
 	spinlock_t atomic_lock;		/* atomics executed for the peer */
+	atomic64_t hw[NTRDMA_HW_NSTATS];
 
 	struct xarray mr_xa;		/* key index -> struct ntrdma_mr */
 	u8 *mr_tag;			/* last tag used at each index */
@@ -282,6 +300,12 @@ static inline int ntrdma_check_udata_in(struct ib_udata *udata)
 	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EOPNOTSUPP;
 	return 0;
+}
+
+static inline void ntrdma_hw_add(struct ntrdma_qp *qp, enum ntrdma_hw_stat i,
+				 u64 n)
+{
+	atomic64_add(n, &to_nib(qp->ibqp.device)->hw[i]);
 }
 
 /* ntrdma_mem.c: data path access to MR pages */

@@ -75,6 +75,9 @@ static void resp_nak(struct ntrdma_qp *qp, u32 msn, u8 syn,
 	if (syn != NTRDMA_VX_SYN_RNR) {
 		qp->resp_fatal = true;
 		qp->resp_event = ev;
+		ntrdma_hw_add(qp, NTRDMA_HW_NAK_SENT, 1);
+	} else {
+		ntrdma_hw_add(qp, NTRDMA_HW_RNR_NAK_SENT, 1);
 	}
 	if (!r)
 		return;
@@ -355,8 +358,10 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	if ((qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS &&
 	     qp->state != IB_QPS_SQD) || qp->resp_fatal ||
-	    h->src_qpn != qp->dest_qp_num || h->msn != qp->resp_msn)
+	    h->src_qpn != qp->dest_qp_num || h->msn != qp->resp_msn) {
+		ntrdma_hw_add(qp, NTRDMA_HW_RX_DROPPED, 1);
 		goto out;
+	}
 	qp->rx_msgs++;
 	switch (h->op) {
 	case NTRDMA_VX_READ_REQ:
@@ -376,7 +381,9 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 			goto kick;
 	} else if (!qp->rcv_busy || qp->rcv_op != h->op ||
 		   h->offset != qp->rcv_len) {
-		goto out;	/* the rest of a refused message */
+		/* the rest of a refused message */
+		ntrdma_hw_add(qp, NTRDMA_HW_RX_DROPPED, 1);
+		goto out;
 	}
 	if (len) {
 		if (h->op == NTRDMA_VX_WRITE)

@@ -307,6 +307,7 @@ static void req_tx(struct ntrdma_qp *qp)
 				break;
 			rc = req_prepare(qp, w);
 			if (rc) {
+				ntrdma_hw_add(qp, NTRDMA_HW_LOCAL_ERR, 1);
 				/* Completes in order, then the QP fails. */
 				w->status = rc;
 				w->out = true;
@@ -499,9 +500,11 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 			req_ack_upto(qp, idx + 1);
 			qp->rnr_left = qp->rnr_retry;
 		} else if (h->syndrome == NTRDMA_VX_SYN_RNR) {
+			ntrdma_hw_add(qp, NTRDMA_HW_RNR_NAK_RCVD, 1);
 			req_ack_upto(qp, idx);
 			req_rnr(qp, idx, h->rnr_timer);
 		} else {
+			ntrdma_hw_add(qp, NTRDMA_HW_NAK_RCVD, 1);
 			req_ack_upto(qp, idx);
 			w->status = syn_status(h->syndrome);
 			w->done = true;
@@ -544,6 +547,7 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	return;
 drop:
+	ntrdma_hw_add(qp, NTRDMA_HW_RX_DROPPED, 1);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 }
 

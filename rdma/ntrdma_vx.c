@@ -45,7 +45,6 @@ struct ntrdma_vx {
 	bool posted_ever;		/* the peer may have buffers of ours */
 	struct ntrdma_vx_buf buf[NTRDMA_VX_RX_BUFS];
 	u16 at[NTRDMA_TQP_RING];	/* ring position -> buffer */
-	u64 rx_bad, rx_noqp;
 };
 
 static void vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
@@ -53,14 +52,16 @@ static void vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
 	struct ntrdma_vx_hdr h;
 	struct ntrdma_qp *qp;
 
+	atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_SEGS]);
+	atomic64_add(len, &vx->nib->hw[NTRDMA_HW_RX_BYTES]);
 	/* Copied out first: the peer can still write the buffer. */
 	if (len < sizeof(h)) {
-		vx->rx_bad++;
+		atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_INVALID]);
 		return;
 	}
 	memcpy(&h, buf, sizeof(h));
 	if (ntrdma_vx_check_hdr(&h, len)) {
-		vx->rx_bad++;
+		atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_INVALID]);
 		dev_warn_ratelimited(&vx->ndev->ntb->dev,
 				     "%s: verbs: invalid segment (op %u, %u bytes) dropped\n",
 				     vx->ndev->name, h.op, len);
@@ -69,7 +70,7 @@ static void vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
 	/* Destroy removes a QP from the table, then waits for this work. */
 	qp = xa_load(&vx->nib->qp_xa, h.dst_qpn);
 	if (!qp) {
-		vx->rx_noqp++;
+		atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_NO_QP]);
 		return;
 	}
 	switch (h.op) {
@@ -307,6 +308,8 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		goto undo;
 	}
 	qp->tx_msgs++;
+	ntrdma_hw_add(qp, NTRDMA_HW_TX_SEGS, 1);
+	ntrdma_hw_add(qp, NTRDMA_HW_TX_BYTES, n_hdr + taken);
 	return taken;
 undo:
 	for (i = 0; i < m->nmr; i++)

@@ -20,6 +20,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . selftests/lib/env.sh
+. selftests/lib/verbs.sh
 
 REPEATS=${BENCH_REPEATS:-3}
 SECS=${BENCH_SECS:-2}
@@ -307,8 +308,8 @@ eth_round() { # ROUND SYSTEM
 # (server/client ib devices), DST (address the client connects to), CM
 # (-R when the device needs rdma_cm: iWARP).
 rdma_up() {
-	local sys=$1 devs
-	SETUP_NOTE='' CM='' SRV="sh -c" CLI="sh -c" DST=127.0.0.1
+	local sys=$1 devs d n
+	SETUP_NOTE='' CM='' QCM='' GX='' SRV="sh -c" CLI="sh -c" DST=127.0.0.1
 	case $sys in
 	rxe)
 		# perftest without rdma_cm (GIDs over its TCP exchange) to
@@ -329,28 +330,46 @@ rdma_up() {
 		SDEV=siw0 CDEV=siw0 CM=-R DST=10.79.9.1
 		;;
 	ntrdma)
-		# The verbs face (not written yet when this harness was): one ib
-		# device per NTB port, named ntrdma*. The perftest/qperf
-		# out-of-band exchange runs over ntr0.
+		# The verbs face: one ib device per NTB port, named ntrdma*, used
+		# through our rdma-core provider (install_provider: a .driver
+		# file naming the build tree's library). Its port has an IB link
+		# layer: a LID or GID 0 (-x 0) addresses the one peer. ntr0 is up
+		# on both ends (loop: in namespaces bA/bB, the two devices'
+		# netdevs) for the tools' out-of-band exchange. qperf connects
+		# directly (no rdma_cm: the port has no CM capability), the two
+		# devices named with -li/-ri.
 		hw_mode 1 || { SETUP_NOTE="ntb_hw_ivshmem flat_window=1 did not come up"; return 1; }
 		modprobe ntrdma || { SETUP_NOTE="modprobe ntrdma failed"; return 1; }
 		is_pair && { peer "modprobe ntrdma" || { SETUP_NOTE="modprobe ntrdma on b failed"; return 1; }; }
+		install_provider || { SETUP_NOTE="install_provider failed (provider not built?)"; return 1; }
 		sleep 1
 		devs=$(ls /sys/class/infiniband 2>/dev/null | grep '^ntrdma' | xargs)
 		if [ -z "$devs" ]; then
 			SETUP_NOTE="no ntrdma verbs device (/sys/class/infiniband holds: $(ls /sys/class/infiniband 2>/dev/null | xargs | grep . || echo nothing))"
 			return 1
 		fi
+		# ib device of each netdev, before the netdevs move to namespaces
+		declare -A IBOF=()
+		for d in $devs; do
+			n=$(rdma link show "$d/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
+			[ -n "$n" ] && IBOF[$n]=$d
+		done
 		eth_up ntr0 || { SETUP_NOTE="ntr0 for the out-of-band exchange: $SETUP_NOTE"; return 1; }
-		SRV=$B CLI=$A DST=$B_IP
+		SRV=$B CLI=$A DST=$B_IP GX="-x 0" QCM=
 		if is_pair; then
-			CDEV=${devs%% *}
+			CDEV=${IBOF[$IFA]:-${devs%% *}}
 			SDEV=$(peer "ls /sys/class/infiniband | grep '^ntrdma' | head -1")
 		else
-			set -- $devs
-			CDEV=${1:-} SDEV=${2:-}
-			[ -n "$SDEV" ] || { SETUP_NOTE="only one ntrdma device in loopback ($devs)"; return 1; }
+			CDEV=${IBOF[$IFA]:-} SDEV=${IBOF[$IFB]:-}
+			[ -n "$CDEV" ] && [ -n "$SDEV" ] ||
+				{ SETUP_NOTE="no ib device for $IFA/$IFB (ntrdma devices: $devs)"; return 1; }
 		fi
+		# GID 0 usable: link-local address no longer tentative, both ends
+		ll_ok() { ! $A "ip -6 addr show dev $IFA | grep -q tentative" &&
+			$A "ip -6 addr show dev $IFA scope link | grep -q inet6" &&
+			! $B "ip -6 addr show dev $IFB | grep -q tentative" &&
+			$B "ip -6 addr show dev $IFB scope link | grep -q inet6"; }
+		wait_for 15 ll_ok || { SETUP_NOTE="no link-local address on $IFA/$IFB"; return 1; }
 		;;
 	*) SETUP_NOTE="unknown system"; return 1 ;;
 	esac
@@ -372,10 +391,10 @@ rdma_down() {
 perftest_run() {
 	local test=$1 size=$2 port=$((PORT++)) srvlog=/tmp/bench-srv.$$ out mode hdr line rc
 	if [[ $test == *_lat ]]; then mode="-n $LAT_ITERS"; else mode="-D $SECS"; fi
-	$SRV "timeout $((SECS + 30)) ib_$test -d $SDEV $CM -p $port -s $size $mode >$srvlog 2>&1 &"
+	$SRV "timeout $((SECS + 30)) ib_$test -d $SDEV $CM $GX -p $port -s $size $mode >$srvlog 2>&1 &"
 	sleep 1
 	cpu_mark
-	out=$($CLI "timeout $((SECS + 30)) ib_$test -d $CDEV $CM -p $port -s $size $mode $DST" 2>&1)
+	out=$($CLI "timeout $((SECS + 30)) ib_$test -d $CDEV $CM $GX -p $port -s $size $mode $DST" 2>&1)
 	rc=$?
 	sleep 0.5
 	save_raw "" "$out"
@@ -417,8 +436,8 @@ perftest_run() {
 
 # qperf_run TEST: rc_bw or rc_lat.
 qperf_run() {
-	local test=$1 out v u cm="--id $CDEV:1"
-	[ -n "$CM" ] && cm=-cm1 # the device follows from the address
+	local test=$1 out v u cm="-li $CDEV:1 -ri $SDEV:1"
+	[ -n "$CM$QCM" ] && cm=-cm1 # the device follows from the address
 	$SRV "pkill -x qperf; (qperf >/dev/null 2>&1 &)"
 	sleep 1
 	cpu_mark
