@@ -105,6 +105,13 @@ ll_ready() {
 		! ip -6 addr show dev "$NETDEV" | grep -q tentative
 }
 wait_for 10 ll_ready || ktap_diag "$NETDEV: no carrier or link-local address: $(ip -br addr show dev "$NETDEV")"
+# The suite's DataPath tests need both ends in this guest: in the loop
+# topology the responder is the other port's device (unset: they skip).
+if ! is_pair; then
+	NTRDMA_PEER_IBDEV=$(ibdev_of "$REMOTE_DEV")
+	export NTRDMA_PEER_IBDEV
+	ktap_diag "verbs suite: requester $IBDEV, responder ${NTRDMA_PEER_IBDEV:-none}"
+fi
 # How the suite takes the peer away and back (its link-loss case).
 if is_pair; then
 	export NTRDMA_PEER_DOWN_CMD="remote modprobe -r ntrdma"
@@ -116,10 +123,14 @@ fi
 if [ "$NGTEST" -gt 0 ]; then
 	out=$NTRDMA_OUT/verbs_tests.$$
 	"$VERBS_TESTS" >"$out" 2>&1
-	grep -E '^\[  FAILED  \]|Failure|Expected|Which is|actual|error' "$out" | head -40 | sed 's/^/# /'
+	# each failure with its message (what was expected, what came)
+	grep -A6 ': Failure$' "$out" | grep -v '^\[ RUN' | head -60 | sed 's/^/# /'
 	while read -r name; do
 		if grep -q "^\[  SKIPPED \] $name " "$out"; then
-			ktap_skip "verbs: $name" "skipped by the suite"
+			# gtest prints the reason on the line before
+			why=$(grep -B1 "^\[  SKIPPED \] $name " "$out" | head -1)
+			case $why in "" | "["* | *": Skipped") why="skipped by the suite" ;; esac
+			ktap_skip "verbs: $name" "$why"
 		elif grep -q "^\[       OK \] $name " "$out"; then
 			ktap_pass "verbs: $name"
 		else
