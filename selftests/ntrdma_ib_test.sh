@@ -92,9 +92,8 @@ ktap_check "peer driver back: port $st; async events PORT_ERR then PORT_ACTIVE" 
 	eval "[ '$st' = PORT_ACTIVE ] && err_then_active"
 rm -f "$ev"
 
-# 7..: the conformance suite. RoCE addressing: modify_qp to RTR resolves the
-# destination GID through the IP stack, so both netdevs must be up (the
-# carrier follows the peer's netdev) with their link-local address ready.
+# 7..: the conformance suite. The port is InfiniBand (LID or GID 0; no IP
+# resolution), but the netdevs are brought up anyway, as users have them.
 ip link set "$NETDEV" up
 peer "for i in \$(ls /sys/class/net); do
 	[ \"\$(ethtool -i \$i 2>/dev/null | sed -n 's/^bus-info: //p')\" = $REMOTE_DEV ] && ip link set \$i up
