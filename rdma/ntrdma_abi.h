@@ -15,6 +15,9 @@
  *   SQ, RQ: the user produces (prod), the kernel consumes (cons). The kernel
  *       never trusts prod: it checks prod - cons <= entries and copies every
  *       WQE out of the ring before validating and using it.
+ *   RQ: the kernel sets `arm` to NTRDMA_RQ_FLUSH when the QP enters ERR;
+ *       receives posted after that are flushed by the next POST_SEND
+ *       doorbell, which the provider rings when it sees the flag.
  */
 #ifndef NTRDMA_ABI_H
 #define NTRDMA_ABI_H
@@ -31,12 +34,14 @@ struct ntrdma_ring_ctl {
 	__u32 pad0[15];
 	__u32 cons;		/* written by the consumer only */
 	__u32 pad1[15];
-	__u32 arm;		/* CQ: NTRDMA_CQ_ARM_*, written by the user */
+	__u32 arm;		/* CQ: NTRDMA_CQ_ARM_*, by the user; RQ: flag */
 	__u32 pad2[15];
 	__u32 pad3[16];
 };
 
 #define NTRDMA_RING_CTL_SIZE	256
+
+#define NTRDMA_RQ_FLUSH		1	/* RQ arm word: the QP is in ERR */
 
 enum {
 	NTRDMA_CQ_ARM_NEXT	= 1 << 0,	/* next completion */

@@ -276,6 +276,24 @@ static void ntrdma_sq_flush_ring(struct ntrdma_qp *qp)
 }
 
 /*
+ * Flush the RQ (QP in ERR). The provider sees the flag and rings the
+ * POST_SEND doorbell for receives it posts from now on (ntrdma_abi.h).
+ * SRQ WQEs are not this QP's to flush.
+ */
+static void ntrdma_rq_flush(struct ntrdma_qp *qp)
+{
+	unsigned long flags;
+
+	if (qp->ibqp.srq)
+		return;
+	WRITE_ONCE(ntrdma_ring_ctl(&qp->rq)->arm, NTRDMA_RQ_FLUSH);
+	smp_mb(); /* the flag before reading prod; pairs with the provider */
+	spin_lock_irqsave(&qp->rq_lock, flags);
+	ntrdma_ring_flush(qp, &qp->rq, qp->ibqp.recv_cq, IB_WC_RECV);
+	spin_unlock_irqrestore(&qp->rq_lock, flags);
+}
+
+/*
  * The QP enters ERR: everything posted completes (flush errors, the WQE
  * that failed with its own status first), then the async event @ev if
  * @event. Caller holds sq_lock (data path or modify_qp).
@@ -289,11 +307,7 @@ static void ntrdma_qp_error_ev(struct ntrdma_qp *qp, bool event,
 	ntrdma_req_flush(qp, true);
 	ntrdma_sq_flush_ring(qp);
 	ntrdma_resp_flush(qp, true);
-	if (!qp->ibqp.srq) {	/* SRQ WQEs are not this QP's to flush */
-		spin_lock(&qp->rq_lock);
-		ntrdma_ring_flush(qp, &qp->rq, qp->ibqp.recv_cq, IB_WC_RECV);
-		spin_unlock(&qp->rq_lock);
-	}
+	ntrdma_rq_flush(qp);
 	if (event && qp->ibqp.event_handler) {
 		e.device = qp->ibqp.device;
 		e.event = ev;
@@ -350,6 +364,7 @@ static void ntrdma_ring_reset(struct ntrdma_ring *ring)
 
 	WRITE_ONCE(ctl->prod, 0);
 	WRITE_ONCE(ctl->cons, 0);
+	WRITE_ONCE(ctl->arm, 0);
 }
 
 /* To RESET: posted work is discarded without completions. */
@@ -636,8 +651,11 @@ int ntrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	}
 	if (state == IB_QPS_ERR) {
 		spin_lock_irqsave(&qp->sq_lock, flags);
-		if (qp->state == IB_QPS_ERR)
+		if (qp->state == IB_QPS_ERR) {
 			ntrdma_sq_flush_ring(qp);
+			/* also the provider's doorbell for late receives */
+			ntrdma_rq_flush(qp);
+		}
 		spin_unlock_irqrestore(&qp->sq_lock, flags);
 		return rc;
 	}

@@ -423,13 +423,21 @@ static int ntr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			 struct ibv_recv_wr **bad_wr)
 {
 	struct ntr_qp *qp = to_qp(ibqp);
+	struct ibv_send_wr *dummy;
+	int rc;
 
 	if (ibqp->srq) {	/* receives go to the SRQ */
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	return ring_post_recv(&qp->rq, &qp->rq_lock, qp->max_recv_sge, wr,
-			      bad_wr);
+	rc = ring_post_recv(&qp->rq, &qp->rq_lock, qp->max_recv_sge, wr,
+			    bad_wr);
+	/* The QP is in ERR: the kernel flushes what we posted (ntrdma_abi.h). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&ring_ctl(&qp->rq)->arm, __ATOMIC_ACQUIRE) ==
+	    NTRDMA_RQ_FLUSH)
+		ibv_cmd_post_send(ibqp, NULL, &dummy);
+	return rc;
 }
 
 static int ntr_build_send_wqe(struct ntr_qp *qp, struct ntrdma_send_wqe *wqe,

@@ -590,6 +590,17 @@ TEST_F(Verbs, ErrFlushesPostedWorkWithEvent) {
     EXPECT_EQ(wc[0].wr_id, 200u);
     EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
 
+    // Receives posted in ERR complete at once too, flushed (to the recv CQ).
+    ibv_recv_wr rwr{};
+    rwr.wr_id = 300;
+    rwr.sg_list = &sge;
+    rwr.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    ASSERT_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
+    ASSERT_EQ(ibv_poll_cq(rcq, 8, wc), 1) << "a receive posted in ERR was not flushed";
+    EXPECT_EQ(wc[0].wr_id, 300u);
+    EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+
     EXPECT_EQ(DestroyQp(qp), 0);
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
     EXPECT_EQ(ibv_destroy_cq(rcq), 0);
