@@ -28,7 +28,7 @@ mkdir -p "$OUT"
 
 # name|kind: kind is how the figure is parsed (see run_pp / run_perftest /
 # run_qperf below).
-NTESTS=24
+NTESTS=25
 
 ktap_header
 ktap_plan $NTESTS
@@ -314,6 +314,17 @@ ktap_diag "rdma resource: ${res:-none}"
 leak() { rdma resource show qp link "$CDEV/1" 2>/dev/null | grep -v 'type GSI\|type SMI' | grep -c 'lqpn'; }
 wait_for 5 eval '[ "$(leak)" = 0 ]'
 ktap_check "no QP left on $CDEV after the tools exited ($(leak) left)" test "$(leak)" = 0
+
+# 25: rdma statistic shows the traffic (the device's hardware counters)
+stat_of() { rdma statistic show link "$CDEV/1" 2>/dev/null | tr ' ' '\n' | awk -v k="$1" '$0 == k { getline; print; exit }'; }
+txb=$(stat_of tx_bytes) rxs=$(stat_of rx_segments)
+ktap_diag "rdma statistic $CDEV/1: $(rdma statistic show link "$CDEV/1" 2>/dev/null | cut -c1-300)"
+if [ "${TOOLS_DEV:-}" = rxe ]; then
+	ktap_skip "rdma statistic counts the traffic" "ntrdma's counters; rxe names its own"
+else
+	ktap_check "rdma statistic counts the traffic: tx_bytes ${txb:-?}, rx_segments ${rxs:-?}" \
+		eval "positive '${txb:-0}' && positive '${rxs:-0}' && [ '${txb:-0}' -gt 1000000 ]"
+fi
 
 rmdir "$OUT" 2>/dev/null # kept when a run failed
 ktap_finish
