@@ -566,8 +566,17 @@ static int ntrdma_kern_wqe(struct ntrdma_qp *qp, struct ntrdma_send_wqe *wqe,
 		wqe->compare_add = atomic_wr(wr)->compare_add;
 		wqe->swap = atomic_wr(wr)->swap;
 		break;
+	case IB_WR_REG_MR:
+		/* Kernel QPs only: their ring is not mapped to a user. */
+		wqe->remote_addr = (uintptr_t)reg_wr(wr)->mr;
+		wqe->rkey = reg_wr(wr)->key;
+		wqe->compare_add = reg_wr(wr)->access;
+		return 0;
+	case IB_WR_LOCAL_INV:
+		wqe->rkey = wr->ex.invalidate_rkey;
+		return 0;
 	default:
-		/* REG_MR, LOCAL_INV and the rest: not on this device yet. */
+		/* SEND_WITH_INV, memory windows...: not on this device. */
 		return -EOPNOTSUPP;
 	}
 	if (wr->send_flags & IB_SEND_INLINE) {
