@@ -284,9 +284,16 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 static int req_fetch(struct ntrdma_qp *qp, u32 *prod_out)
 {
 	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
-	/* acquire: the WQEs before the index that publishes them */
-	u32 prod = smp_load_acquire(&ctl->prod);
 	struct ntrdma_swqe *w;
+	u32 prod;
+
+	/*
+	 * Our cons store (req_complete) before this prod load: the provider
+	 * skips the doorbell while a WQE is outstanding (ntrdma_abi.h).
+	 */
+	smp_mb();
+	/* acquire: the WQEs before the index that publishes them */
+	prod = smp_load_acquire(&ctl->prod);
 
 	if ((u32)(prod - READ_ONCE(ctl->cons)) > qp->sq.entries ||
 	    (u32)(prod - qp->sq_fetched) > qp->sq.entries)
