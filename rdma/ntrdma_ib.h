@@ -246,6 +246,8 @@ struct ntrdma_qp {
 	bool rcv_wqe;			/* rcv holds a receive WQE */
 	bool rcv_drop;			/* rest of this message dropped */
 	struct ntrdma_mr *wr_mr;	/* WRITE target */
+	u64 wr_raddr;			/* its checked start... */
+	u32 rcv_total;			/* ...and length (from FIRST) */
 	u32 rcv_len;
 	struct ntrdma_rsp rsp[NTRDMA_QP_RSP];
 	u32 rsp_head, rsp_tail;

@@ -322,6 +322,9 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 	qp->rcv_busy = true;
 	qp->rcv_op = h->op;
 	qp->rcv_len = 0;
+	/* What was checked: later segments must not name anything else. */
+	qp->rcv_total = h->total;
+	qp->wr_raddr = h->raddr;
 	return 0;
 }
 
@@ -357,14 +360,15 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		if (resp_first(qp, h))
 			goto kick;
 	} else if (!qp->rcv_busy || qp->rcv_op != h->op ||
-		   h->offset != qp->rcv_len) {
+		   h->offset != qp->rcv_len || h->total != qp->rcv_total ||
+		   (h->op == NTRDMA_VX_WRITE && h->raddr != qp->wr_raddr)) {
 		/* the rest of a refused message */
 		ntrdma_hw_add(qp, NTRDMA_HW_RX_DROPPED, 1);
 		goto out;
 	}
 	if (len) {
 		if (h->op == NTRDMA_VX_WRITE)
-			rc = ntrdma_mr_copy(qp->wr_mr, h->raddr + h->offset,
+			rc = ntrdma_mr_copy(qp->wr_mr, qp->wr_raddr + h->offset,
 					    (void *)payload, len, true);
 		else
 			rc = ntrdma_rsge_scatter(qp->rcv.sge, qp->rcv.nsge,
