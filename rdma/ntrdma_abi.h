@@ -15,9 +15,14 @@
  *   SQ, RQ: the user produces (prod), the kernel consumes (cons). The kernel
  *       never trusts prod: it checks prod - cons <= entries and copies every
  *       WQE out of the ring before validating and using it.
- *   RQ: the kernel sets `arm` to NTRDMA_RQ_FLUSH when the QP enters ERR;
- *       receives posted after that are flushed by the next POST_SEND
+ *   SQ, RQ: the kernel sets `arm` to NTRDMA_RING_FLUSH when the QP enters
+ *       ERR; work posted after that is flushed by the next POST_SEND
  *       doorbell, which the provider rings when it sees the flag.
+ *   SQ doorbell: needed only when no earlier WQE is still outstanding
+ *       (cons == the producer index before this post) or the flag is set:
+ *       while a WQE is outstanding, the kernel looks at prod again when it
+ *       completes (both sides order their index store before the other
+ *       index's load with a full barrier).
  */
 #ifndef NTRDMA_ABI_H
 #define NTRDMA_ABI_H
@@ -41,7 +46,7 @@ struct ntrdma_ring_ctl {
 
 #define NTRDMA_RING_CTL_SIZE	256
 
-#define NTRDMA_RQ_FLUSH		1	/* RQ arm word: the QP is in ERR */
+#define NTRDMA_RING_FLUSH	1	/* SQ/RQ arm word: the QP is in ERR */
 
 enum {
 	NTRDMA_CQ_ARM_NEXT	= 1 << 0,	/* next completion */

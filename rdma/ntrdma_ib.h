@@ -111,6 +111,8 @@ struct ntrdma_mr {
 	u32 nupages;
 	u32 max_pages;
 	u32 npages;
+	u32 key;			/* the active lkey == rkey */
+	bool valid;			/* FRMR: between REG_MR and LOCAL_INV */
 	refcount_t refs;		/* 1 while registered + data path */
 	struct completion released;
 };
@@ -383,6 +385,9 @@ int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 struct ntrdma_mr *ntrdma_mr_get(struct ntrdma_ib *nib, u32 key,
 				struct ib_pd *pd, int access);
 void ntrdma_mr_put(struct ntrdma_mr *mr);
+int ntrdma_mr_fast_reg(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
+		       struct ib_pd *pd, u32 key, int access);
+int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key);
 
 /* ntrdma_cq.c */
 int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,

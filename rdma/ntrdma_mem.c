@@ -115,6 +115,9 @@ static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
 	mr->ibmr.pd = pd;
 	mr->ibmr.lkey = index << 8 | tag;
 	mr->ibmr.rkey = mr->ibmr.lkey;
+	mr->key = mr->ibmr.lkey;
+	/* A fast-reg MR is usable only once a REG_MR work request ran. */
+	mr->valid = kind != NTRDMA_MR_FRMR;
 	refcount_set(&mr->refs, 1);
 	init_completion(&mr->released);
 	return mr;
@@ -145,7 +148,7 @@ struct ntrdma_mr *ntrdma_mr_get(struct ntrdma_ib *nib, u32 key,
 
 	xa_lock(&nib->mr_xa);
 	mr = xa_load(&nib->mr_xa, key >> 8);
-	if (mr && (mr->ibmr.lkey != key || mr->ibmr.pd != pd ||
+	if (mr && (mr->key != key || !mr->valid || mr->ibmr.pd != pd ||
 		   (access & ~mr->access) ||
 		   !refcount_inc_not_zero(&mr->refs)))
 		mr = NULL;
@@ -157,6 +160,43 @@ void ntrdma_mr_put(struct ntrdma_mr *mr)
 {
 	if (refcount_dec_and_test(&mr->refs))
 		complete(&mr->released);
+}
+
+/*
+ * IB_WR_REG_MR (kernel QPs, in SQ order): the fast-reg MR @mr of @pd takes
+ * @key (its index unchanged: only the tag byte may differ, as
+ * ib_update_fast_reg_key() makes it) and @access, over the pages
+ * map_mr_sg gave it. 0 or -EINVAL.
+ */
+int ntrdma_mr_fast_reg(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
+		       struct ib_pd *pd, u32 key, int access)
+{
+	if (mr->kind != NTRDMA_MR_FRMR || mr->ibmr.pd != pd ||
+	    (key >> 8) != mr->index || ntrdma_check_access(access))
+		return -EINVAL;
+	xa_lock(&nib->mr_xa);
+	mr->key = key;
+	mr->access = access & NTRDMA_ACCESS_SUPPORTED;
+	mr->valid = true;
+	xa_unlock(&nib->mr_xa);
+	return 0;
+}
+
+/* IB_WR_LOCAL_INV (kernel QPs): the fast-reg MR of @key stops working. */
+int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key)
+{
+	struct ntrdma_mr *mr;
+	int rc = -EINVAL;
+
+	xa_lock(&nib->mr_xa);
+	mr = xa_load(&nib->mr_xa, key >> 8);
+	if (mr && mr->kind == NTRDMA_MR_FRMR && mr->key == key &&
+	    mr->ibmr.pd == pd) {
+		mr->valid = false;
+		rc = 0;
+	}
+	xa_unlock(&nib->mr_xa);
+	return rc;
 }
 
 struct ib_mr *ntrdma_get_dma_mr(struct ib_pd *ibpd, int access)

@@ -270,6 +270,8 @@ static void ntrdma_ring_flush(struct ntrdma_qp *qp, struct ntrdma_ring *ring,
 /* SQ WQEs the data path never fetched: flushed from the ring itself. */
 static void ntrdma_sq_flush_ring(struct ntrdma_qp *qp)
 {
+	WRITE_ONCE(ntrdma_ring_ctl(&qp->sq)->arm, NTRDMA_RING_FLUSH);
+	smp_mb(); /* the flag before reading prod; pairs with the provider */
 	ntrdma_ring_flush(qp, &qp->sq, qp->ibqp.send_cq, IB_WC_SEND);
 	qp->sq_fetched = READ_ONCE(ntrdma_ring_ctl(&qp->sq)->cons);
 	qp->sq_send = qp->sq_fetched;
@@ -286,7 +288,7 @@ static void ntrdma_rq_flush(struct ntrdma_qp *qp)
 
 	if (qp->ibqp.srq)
 		return;
-	WRITE_ONCE(ntrdma_ring_ctl(&qp->rq)->arm, NTRDMA_RQ_FLUSH);
+	WRITE_ONCE(ntrdma_ring_ctl(&qp->rq)->arm, NTRDMA_RING_FLUSH);
 	smp_mb(); /* the flag before reading prod; pairs with the provider */
 	spin_lock_irqsave(&qp->rq_lock, flags);
 	ntrdma_ring_flush(qp, &qp->rq, qp->ibqp.recv_cq, IB_WC_RECV);
@@ -566,8 +568,17 @@ static int ntrdma_kern_wqe(struct ntrdma_qp *qp, struct ntrdma_send_wqe *wqe,
 		wqe->compare_add = atomic_wr(wr)->compare_add;
 		wqe->swap = atomic_wr(wr)->swap;
 		break;
+	case IB_WR_REG_MR:
+		/* Kernel QPs only: their ring is not mapped to a user. */
+		wqe->remote_addr = (uintptr_t)reg_wr(wr)->mr;
+		wqe->rkey = reg_wr(wr)->key;
+		wqe->compare_add = reg_wr(wr)->access;
+		return 0;
+	case IB_WR_LOCAL_INV:
+		wqe->rkey = wr->ex.invalidate_rkey;
+		return 0;
 	default:
-		/* REG_MR, LOCAL_INV and the rest: not on this device yet. */
+		/* SEND_WITH_INV, memory windows...: not on this device. */
 		return -EOPNOTSUPP;
 	}
 	if (wr->send_flags & IB_SEND_INLINE) {

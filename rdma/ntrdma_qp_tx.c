@@ -53,6 +53,10 @@ static enum ib_wc_opcode wc_opcode(u32 opcode)
 		return IB_WC_COMP_SWAP;
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
 		return IB_WC_FETCH_ADD;
+	case IB_WR_REG_MR:
+		return IB_WC_REG_MR;
+	case IB_WR_LOCAL_INV:
+		return IB_WC_LOCAL_INV;
 	default:
 		return IB_WC_SEND;
 	}
@@ -97,6 +101,13 @@ static int req_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 
 	w->nsge = 0;
 	switch (q->opcode) {
+	case IB_WR_REG_MR:
+	case IB_WR_LOCAL_INV:
+		/* Local operations of kernel users, done in SQ order. */
+		if (qp->user)
+			return IB_WC_LOC_QP_OP_ERR;
+		w->len = 0;
+		return 0;
 	case IB_WR_SEND:
 	case IB_WR_SEND_WITH_IMM:
 	case IB_WR_RDMA_WRITE:
@@ -200,6 +211,20 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	int n;
 
 	switch (w->w.opcode) {
+	case IB_WR_REG_MR:
+		if (ntrdma_mr_fast_reg(to_nib(qp->ibqp.device),
+				       (struct ntrdma_mr *)(uintptr_t)
+				       w->w.remote_addr, qp->ibqp.pd,
+				       w->w.rkey, (int)w->w.compare_add))
+			w->status = IB_WC_LOC_QP_OP_ERR;
+		w->done = true;
+		return 0;
+	case IB_WR_LOCAL_INV:
+		if (ntrdma_mr_local_inv(to_nib(qp->ibqp.device), qp->ibqp.pd,
+					w->w.rkey))
+			w->status = IB_WC_LOC_QP_OP_ERR;
+		w->done = true;
+		return 0;
 	case IB_WR_RDMA_READ:
 		h.op = NTRDMA_VX_READ_REQ;
 		h.flags = NTRDMA_VX_FIRST | NTRDMA_VX_LAST;
@@ -259,9 +284,16 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 static int req_fetch(struct ntrdma_qp *qp, u32 *prod_out)
 {
 	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
-	/* acquire: the WQEs before the index that publishes them */
-	u32 prod = smp_load_acquire(&ctl->prod);
 	struct ntrdma_swqe *w;
+	u32 prod;
+
+	/*
+	 * Our cons store (req_complete) before this prod load: the provider
+	 * skips the doorbell while a WQE is outstanding (ntrdma_abi.h).
+	 */
+	smp_mb();
+	/* acquire: the WQEs before the index that publishes them */
+	prod = smp_load_acquire(&ctl->prod);
 
 	if ((u32)(prod - READ_ONCE(ctl->cons)) > qp->sq.entries ||
 	    (u32)(prod - qp->sq_fetched) > qp->sq.entries)

@@ -435,7 +435,7 @@ static int ntr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	/* The QP is in ERR: the kernel flushes what we posted (ntrdma_abi.h). */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&ring_ctl(&qp->rq)->arm, __ATOMIC_ACQUIRE) ==
-	    NTRDMA_RQ_FLUSH)
+	    NTRDMA_RING_FLUSH)
 		ibv_cmd_post_send(ibqp, NULL, &dummy);
 	return rc;
 }
@@ -524,7 +524,17 @@ static int ntr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	}
 	if (prod != start) {
 		__atomic_store_n(&ctl->prod, prod, __ATOMIC_RELEASE);
-		db = ibv_cmd_post_send(ibqp, NULL, &dummy);
+		/*
+		 * While an earlier WQE is outstanding the kernel looks at prod
+		 * again when it completes: no system call (ntrdma_abi.h).
+		 */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&ctl->cons, __ATOMIC_ACQUIRE) != start &&
+		    __atomic_load_n(&ctl->arm, __ATOMIC_ACQUIRE) !=
+		    NTRDMA_RING_FLUSH)
+			db = 0;
+		else
+			db = ibv_cmd_post_send(ibqp, NULL, &dummy);
 		if (db) {
 			/* Refused (QP not ready to send): nothing consumed. */
 			__atomic_store_n(&ctl->prod, start, __ATOMIC_RELEASE);
