@@ -5,10 +5,11 @@
 # (selftests/kverbs/) connects an RC QP on each of the two ib_devices and at
 # load time runs SEND/RECV with the PD's local_dma_lkey, fast registration
 # (REG_MR, then RDMA WRITE/READ from the other side), LOCAL_INV and a stale
-# key (both refused with a remote access error), ib_drain_qp() and atomics
-# on a fast-registered page. It logs KTAP lines to the kernel log; each
-# becomes a subtest here. Both devices must be in this host: loopback
-# topology only. Needs an NTB with a flat window (test bed: --flat 1).
+# key (both refused with a remote access error), ib_drain_qp(), atomics on
+# a fast-registered page, and the access flags and range a REG_MR gives.
+# It logs KTAP lines to the kernel log; each becomes a subtest here. Both
+# devices must be in this host: loopback topology only. Needs an NTB with a
+# flat window (test bed: --flat 1).
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
 . "$(dirname "$0")/lib/verbs.sh"
@@ -22,6 +23,8 @@ NAMES=(
 	"frmr stale rkey refused"
 	"drain qp"
 	"atomics fetch-add cmp-swap"
+	"frmr access from reg_wr"
+	"frmr bounds"
 )
 
 ktap_header

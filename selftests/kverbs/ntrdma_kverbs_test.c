@@ -926,6 +926,78 @@ static int kv_test_atomics(struct kv_ctx *x)
 	return rc;
 }
 
+/*
+ * g: the access flags come from the REG_MR: registered for remote read
+ * only, READ works and WRITE is refused (the page unchanged).
+ */
+static int kv_test_frmr_access(struct kv_ctx *x)
+{
+	int rc;
+
+	rc = kv_setup(x);
+	if (!rc)
+		rc = kv_frmr_setup(x, 1);
+	if (!rc)
+		rc = kv_frmr_map(x);
+	if (!rc)
+		rc = kv_frmr_reg(x, IB_ACCESS_LOCAL_WRITE |
+				 IB_ACCESS_REMOTE_READ);
+	if (rc)
+		return rc;
+	kv_pages_fill(x, 0x51);
+	memset(x->s[0].buf, 0, PAGE_SIZE);
+	rc = kv_rdma(x, IB_WR_RDMA_READ, 0, PAGE_SIZE, x->mr->iova,
+		     x->mr->rkey, IB_WC_SUCCESS, "RDMA READ (remote read)");
+	if (!rc)
+		rc = kv_check(x->s[0].buf, 0, PAGE_SIZE, 0x51,
+			      "RDMA READ data");
+	if (rc)
+		return rc;
+	kv_fill(x->s[0].buf, 0, PAGE_SIZE, 0x52);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, PAGE_SIZE, x->mr->iova,
+		     x->mr->rkey, IB_WC_REM_ACCESS_ERR,
+		     "RDMA WRITE (no remote write)");
+	if (!rc)
+		rc = kv_pages_check(x, 0, PAGE_SIZE, 0x51,
+				    "FRMR page after refused WRITE");
+	return rc;
+}
+
+/*
+ * h: the registration's range: a WRITE that ends one byte past the mapped
+ * pages is refused, nothing of it written.
+ */
+static int kv_test_frmr_bounds(struct kv_ctx *x)
+{
+	const size_t total = 2 * PAGE_SIZE;
+	int rc;
+
+	rc = kv_setup(x);
+	if (!rc)
+		rc = kv_frmr_setup(x, 2);
+	if (!rc)
+		rc = kv_frmr_map(x);
+	if (!rc)
+		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	if (rc)
+		return rc;
+	kv_fill(x->s[0].buf, 0, total, 0x61);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, total, x->mr->iova, x->mr->rkey,
+		     IB_WC_SUCCESS, "RDMA WRITE of the whole MR");
+	if (!rc)
+		rc = kv_pages_check(x, 0, total, 0x61, "FRMR pages");
+	if (rc)
+		return rc;
+	kv_fill(x->s[0].buf, 0, total, 0x62);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, 101, x->mr->iova + total - 100,
+		     x->mr->rkey, IB_WC_REM_ACCESS_ERR,
+		     "RDMA WRITE one byte past the MR");
+	if (!rc)
+		rc = kv_pages_check(x, 0, total, 0x61,
+				    "FRMR pages after refused WRITE");
+	return rc;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(struct kv_ctx *x);
@@ -936,6 +1008,8 @@ static const struct {
 	{ "frmr stale rkey refused", kv_test_frmr_stale },
 	{ "drain qp", kv_test_drain },
 	{ "atomics fetch-add cmp-swap", kv_test_atomics },
+	{ "frmr access from reg_wr", kv_test_frmr_access },
+	{ "frmr bounds", kv_test_frmr_bounds },
 };
 
 static int __init kv_init(void)
