@@ -22,8 +22,10 @@ export KVER KDIR
 
 # Out of tree the CONFIG_ symbols come from here.
 # The verbs face needs the kernel's user-space RDMA support (ib_uverbs).
-KCONFIG := CONFIG_NTB_HW_IVSHMEM=m CONFIG_NTRDMA=m \
-	   CONFIG_NTRDMA_VERBS=$(if $(shell grep -s '^CONFIG_INFINIBAND_USER_ACCESS=' $(KDIR)/.config),y,n)
+# The kernel verbs test module goes with the verbs face.
+VERBS    := $(if $(shell grep -s '^CONFIG_INFINIBAND_USER_ACCESS=' $(KDIR)/.config),y,n)
+KCONFIG := CONFIG_NTB_HW_IVSHMEM=m CONFIG_NTRDMA=m CONFIG_NTRDMA_VERBS=$(VERBS) \
+	   CONFIG_NTRDMA_KVERBS_TEST=$(if $(filter y,$(VERBS)),m,n)
 KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
 	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
 

@@ -1,0 +1,1065 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA kernel verbs test: the ib_device as a kernel user (a ULP) sees it.
+ *
+ * Loaded with the names of two ib_devices whose QPs reach each other
+ * (local=ntrdma0 peer=ntrdma1: the two ports of a loopback NTB), module
+ * init connects one RC QP on each and runs the tests below, synchronously,
+ * every wait bounded (KV_TIMEOUT). Each result goes to the kernel log as a
+ * KTAP line ("ntrdma_kverbs: ok 3 frmr local invalidate"), with "#" lines
+ * saying what was expected and what came; the summary ("pass=N fail=M") is
+ * the read-only parameter /sys/module/ntrdma_kverbs_test/parameters/summary.
+ * Everything is released before init returns 0; the caller then removes the
+ * module (selftests/ntrdma_kverbs_test.sh).
+ *
+ * Side 0 (local) is the requester; side 1 (peer) owns the fast-registration
+ * MR and posts REG_MR/LOCAL_INV on its own QP. Every test gets fresh PDs,
+ * CQs and QPs: an access error leaves both QPs in ERR, and completions of
+ * one test never reach the next one's (completion structures live until
+ * the CQs are freed).
+ */
+
+#define pr_fmt(fmt) "ntrdma_kverbs: " fmt
+
+#include <linux/completion.h>
+#include <linux/gfp.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <linux/workqueue.h>
+#include <rdma/ib_verbs.h>
+
+static char *local = "ntrdma0";
+module_param(local, charp, 0444);
+MODULE_PARM_DESC(local, "ib_device of the requester side (default ntrdma0)");
+
+static char *peer = "ntrdma1";
+module_param(peer, charp, 0444);
+MODULE_PARM_DESC(peer, "ib_device of the responder side (default ntrdma1)");
+
+static char summary[64] = "not run";
+module_param_string(summary, summary, sizeof(summary), 0444);
+MODULE_PARM_DESC(summary, "result of the run: pass=N fail=M (read only)");
+
+#define KV_TIMEOUT_S	10
+#define KV_TIMEOUT	(KV_TIMEOUT_S * HZ)
+#define KV_CQE		128
+#define KV_WR		32
+#define KV_NCOMP	16
+#define KV_NPAGES	4
+#define KV_BUF_LEN	(KV_NPAGES * PAGE_SIZE)
+#define KV_PSN0		0x1234
+#define KV_PSN1		0x5678
+#define KV_QP_ACCESS	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
+			 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC)
+#define KV_MR_ACCESS	(IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
+			 IB_ACCESS_REMOTE_READ)
+
+#define kv_diag(fmt, ...) pr_info("# " fmt "\n", ##__VA_ARGS__)
+
+/* One work request's completion, filled by the CQ's poller (softirq). */
+struct kv_comp {
+	struct ib_cqe cqe;
+	struct completion done;
+	struct ib_wc wc;
+};
+
+struct kv_side {
+	struct ib_device *dev;
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+	void *buf;		/* KV_BUF_LEN bytes, pd->local_dma_lkey */
+	u64 dma;
+	bool mapped;
+	atomic_t events;	/* QP async events */
+	int last_event;
+};
+
+struct kv_ctx {
+	struct kv_side s[2];
+	/* Side 1's fast-registration MR over KV_NPAGES pages */
+	struct ib_mr *mr;
+	struct page *pages[KV_NPAGES];
+	struct scatterlist sgl[KV_NPAGES];
+	int npages;
+	int nents;		/* mapped scatterlist entries, 0: not mapped */
+	struct kv_comp comp[KV_NCOMP];
+	int ncomp;
+};
+
+static void kv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct kv_comp *c = container_of(wc->wr_cqe, struct kv_comp, cqe);
+
+	c->wc = *wc;
+	complete(&c->done);
+}
+
+/* A fresh completion structure of the test (they live as long as @x). */
+static struct kv_comp *kv_comp(struct kv_ctx *x)
+{
+	struct kv_comp *c;
+
+	if (WARN_ON_ONCE(x->ncomp >= KV_NCOMP))
+		return NULL;
+	c = &x->comp[x->ncomp++];
+	c->cqe.done = kv_done;
+	init_completion(&c->done);
+	return c;
+}
+
+/* Wait for @c; 0 when it completed with @status (and @opcode on success). */
+static int kv_expect(struct kv_comp *c, enum ib_wc_status status,
+		     enum ib_wc_opcode opcode, const char *what)
+{
+	if (!wait_for_completion_timeout(&c->done, KV_TIMEOUT)) {
+		kv_diag("%s: no completion in %d s", what, KV_TIMEOUT_S);
+		return -ETIMEDOUT;
+	}
+	if (c->wc.status != status) {
+		kv_diag("%s: status %s (%d), expected %s (%d)", what,
+			ib_wc_status_msg(c->wc.status), c->wc.status,
+			ib_wc_status_msg(status), status);
+		return -EIO;
+	}
+	if (status == IB_WC_SUCCESS && c->wc.opcode != opcode) {
+		kv_diag("%s: wc opcode %d, expected %d", what, c->wc.opcode,
+			opcode);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int kv_post_send(struct ib_qp *qp, const struct ib_send_wr *wr,
+			const char *what)
+{
+	int rc = ib_post_send(qp, wr, NULL);
+
+	if (rc)
+		kv_diag("%s: ib_post_send: %d", what, rc);
+	return rc;
+}
+
+static void kv_qp_event(struct ib_event *ev, void *ctx)
+{
+	struct kv_side *s = ctx;
+
+	s->last_event = ev->event;
+	atomic_inc(&s->events);
+}
+
+/* ---- data patterns ---- */
+
+static u8 kv_byte(u8 seed, size_t off)
+{
+	return seed + off * 13 + (off >> 8);
+}
+
+static void kv_fill(void *p, size_t off, size_t len, u8 seed)
+{
+	u8 *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		b[i] = kv_byte(seed, off + i);
+}
+
+/* 0 when @p holds the pattern @seed of offsets [off, off + len). */
+static int kv_check(const void *p, size_t off, size_t len, u8 seed,
+		    const char *what)
+{
+	const u8 *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if (b[i] != kv_byte(seed, off + i)) {
+			kv_diag("%s: byte %zu is 0x%02x, expected 0x%02x",
+				what, off + i, b[i], kv_byte(seed, off + i));
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+/* The MR's pages as one buffer of KV_NPAGES pages. */
+static void kv_pages_fill(struct kv_ctx *x, u8 seed)
+{
+	int i;
+
+	for (i = 0; i < x->npages; i++)
+		kv_fill(page_address(x->pages[i]), i * PAGE_SIZE, PAGE_SIZE,
+			seed);
+}
+
+static int kv_pages_check(struct kv_ctx *x, size_t off, size_t len, u8 seed,
+			  const char *what)
+{
+	size_t n;
+	int i, rc;
+
+	while (len) {
+		i = off / PAGE_SIZE;
+		n = min_t(size_t, len, PAGE_SIZE - off % PAGE_SIZE);
+		rc = kv_check(page_address(x->pages[i]) + off % PAGE_SIZE, off,
+			      n, seed, what);
+		if (rc)
+			return rc;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* ---- set-up and tear-down ---- */
+
+static int kv_side_init(struct kv_side *s)
+{
+	struct ib_qp_init_attr ia = {
+		.event_handler = kv_qp_event,
+		.qp_context = s,
+		.cap = {
+			.max_send_wr = KV_WR,
+			.max_recv_wr = KV_WR,
+			.max_send_sge = 1,
+			.max_recv_sge = 1,
+		},
+		.sq_sig_type = IB_SIGNAL_ALL_WR,
+		.qp_type = IB_QPT_RC,
+	};
+	struct ib_pd *pd;
+	struct ib_cq *cq;
+	struct ib_qp *qp;
+
+	atomic_set(&s->events, 0);
+	s->buf = kzalloc(KV_BUF_LEN, GFP_KERNEL);
+	if (!s->buf)
+		return -ENOMEM;
+	s->dma = ib_dma_map_single(s->dev, s->buf, KV_BUF_LEN,
+				   DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(s->dev, s->dma)) {
+		kv_diag("%s: ib_dma_map_single failed", dev_name(&s->dev->dev));
+		return -ENOMEM;
+	}
+	s->mapped = true;
+
+	pd = ib_alloc_pd(s->dev, 0);
+	if (IS_ERR(pd)) {
+		kv_diag("%s: ib_alloc_pd: %ld", dev_name(&s->dev->dev),
+			PTR_ERR(pd));
+		return PTR_ERR(pd);
+	}
+	s->pd = pd;
+	cq = ib_alloc_cq(s->dev, NULL, KV_CQE, 0, IB_POLL_SOFTIRQ);
+	if (IS_ERR(cq)) {
+		kv_diag("%s: ib_alloc_cq: %ld", dev_name(&s->dev->dev),
+			PTR_ERR(cq));
+		return PTR_ERR(cq);
+	}
+	s->cq = cq;
+	ia.send_cq = cq;
+	ia.recv_cq = cq;
+	qp = ib_create_qp(pd, &ia);
+	if (IS_ERR(qp)) {
+		kv_diag("%s: ib_create_qp: %ld", dev_name(&s->dev->dev),
+			PTR_ERR(qp));
+		return PTR_ERR(qp);
+	}
+	s->qp = qp;
+	return 0;
+}
+
+/* Our QP to RTS, connected to @o's (its PSNs are @psn and @opsn). */
+static int kv_side_connect(struct kv_side *s, struct kv_side *o, u32 psn,
+			   u32 opsn)
+{
+	struct ib_port_attr pa;
+	struct ib_qp_attr a;
+	int rc;
+
+	rc = ib_query_port(o->dev, 1, &pa);
+	if (rc || pa.state != IB_PORT_ACTIVE) {
+		kv_diag("%s port 1: rc %d state %d, expected ACTIVE",
+			dev_name(&o->dev->dev), rc, rc ? -1 : pa.state);
+		return rc ? rc : -ENOLINK;
+	}
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_INIT;
+	a.pkey_index = 0;
+	a.port_num = 1;
+	a.qp_access_flags = KV_QP_ACCESS;
+	rc = ib_modify_qp(s->qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX |
+			  IB_QP_PORT | IB_QP_ACCESS_FLAGS);
+	if (rc) {
+		kv_diag("QP %u to INIT: %d", s->qp->qp_num, rc);
+		return rc;
+	}
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTR;
+	a.path_mtu = IB_MTU_4096;
+	a.dest_qp_num = o->qp->qp_num;
+	a.rq_psn = opsn;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 12;
+	a.ah_attr.type = rdma_ah_find_type(s->dev, 1);
+	if (a.ah_attr.type != RDMA_AH_ATTR_TYPE_IB) {
+		kv_diag("%s: address type %d, expected IB (%d)",
+			dev_name(&s->dev->dev), a.ah_attr.type,
+			RDMA_AH_ATTR_TYPE_IB);
+		return -EINVAL;
+	}
+	rdma_ah_set_dlid(&a.ah_attr, pa.lid);
+	rdma_ah_set_sl(&a.ah_attr, 0);
+	rdma_ah_set_port_num(&a.ah_attr, 1);
+	rc = ib_modify_qp(s->qp, &a, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
+			  IB_QP_DEST_QPN | IB_QP_RQ_PSN |
+			  IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
+	if (rc) {
+		kv_diag("QP %u to RTR: %d", s->qp->qp_num, rc);
+		return rc;
+	}
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IB_QPS_RTS;
+	a.sq_psn = psn;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
+	rc = ib_modify_qp(s->qp, &a, IB_QP_STATE | IB_QP_SQ_PSN |
+			  IB_QP_TIMEOUT | IB_QP_RETRY_CNT | IB_QP_RNR_RETRY |
+			  IB_QP_MAX_QP_RD_ATOMIC);
+	if (rc)
+		kv_diag("QP %u to RTS: %d", s->qp->qp_num, rc);
+	return rc;
+}
+
+/* Both sides' PD, CQ, QP and buffer; the QPs connected (RTS). */
+static int kv_setup(struct kv_ctx *x)
+{
+	int rc;
+
+	rc = kv_side_init(&x->s[0]);
+	if (!rc)
+		rc = kv_side_init(&x->s[1]);
+	if (!rc)
+		rc = kv_side_connect(&x->s[0], &x->s[1], KV_PSN0, KV_PSN1);
+	if (!rc)
+		rc = kv_side_connect(&x->s[1], &x->s[0], KV_PSN1, KV_PSN0);
+	return rc;
+}
+
+/* Side 1's FRMR over @npages fresh pages, mapped (ib_map_mr_sg). */
+static int kv_frmr_setup(struct kv_ctx *x, int npages)
+{
+	struct kv_side *s = &x->s[1];
+	struct ib_mr *mr;
+	int i, n;
+
+	sg_init_table(x->sgl, npages);
+	for (i = 0; i < npages; i++) {
+		x->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		if (!x->pages[i])
+			return -ENOMEM;
+		x->npages++;
+		sg_set_page(&x->sgl[i], x->pages[i], PAGE_SIZE, 0);
+	}
+	n = ib_dma_map_sg(s->dev, x->sgl, npages, DMA_BIDIRECTIONAL);
+	if (n <= 0) {
+		kv_diag("ib_dma_map_sg: %d", n);
+		return -ENOMEM;
+	}
+	x->nents = n;
+	mr = ib_alloc_mr(s->pd, IB_MR_TYPE_MEM_REG, npages);
+	if (IS_ERR(mr)) {
+		kv_diag("ib_alloc_mr(MEM_REG, %d): %ld", npages, PTR_ERR(mr));
+		return PTR_ERR(mr);
+	}
+	x->mr = mr;
+	return 0;
+}
+
+/* (Re)map the MR over the scatterlist: the whole of it, page size. */
+static int kv_frmr_map(struct kv_ctx *x)
+{
+	int n = ib_map_mr_sg(x->mr, x->sgl, x->nents, NULL, PAGE_SIZE);
+
+	if (n != x->nents) {
+		kv_diag("ib_map_mr_sg: %d, expected %d", n, x->nents);
+		return n < 0 ? n : -EIO;
+	}
+	if (x->mr->length != (u64)x->npages * PAGE_SIZE) {
+		kv_diag("MR length %llu after ib_map_mr_sg, expected %lu",
+			x->mr->length, x->npages * PAGE_SIZE);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* A new key (low 8 bits; the index stays), then REG_MR on side 1's QP. */
+static int kv_frmr_reg(struct kv_ctx *x, int access)
+{
+	struct kv_comp *c = kv_comp(x);
+	struct ib_reg_wr wr = {};
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	ib_update_fast_reg_key(x->mr, (u8)(x->mr->rkey + 1));
+	wr.wr.wr_cqe = &c->cqe;
+	wr.wr.opcode = IB_WR_REG_MR;
+	wr.wr.send_flags = IB_SEND_SIGNALED;
+	wr.mr = x->mr;
+	wr.key = x->mr->rkey;
+	wr.access = access;
+	rc = kv_post_send(x->s[1].qp, &wr.wr, "REG_MR");
+	if (!rc)
+		rc = kv_expect(c, IB_WC_SUCCESS, IB_WC_REG_MR, "REG_MR");
+	return rc;
+}
+
+static int kv_frmr_inv(struct kv_ctx *x)
+{
+	struct kv_comp *c = kv_comp(x);
+	struct ib_send_wr wr = {};
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	wr.wr_cqe = &c->cqe;
+	wr.opcode = IB_WR_LOCAL_INV;
+	wr.send_flags = IB_SEND_SIGNALED;
+	wr.ex.invalidate_rkey = x->mr->rkey;
+	rc = kv_post_send(x->s[1].qp, &wr, "LOCAL_INV");
+	if (!rc)
+		rc = kv_expect(c, IB_WC_SUCCESS, IB_WC_LOCAL_INV, "LOCAL_INV");
+	return rc;
+}
+
+/*
+ * Side 0 posts RDMA @op between [@off, @off + @len) of its buffer and
+ * (@raddr, @rkey), and waits for @status.
+ */
+static int kv_rdma(struct kv_ctx *x, enum ib_wr_opcode op, size_t off,
+		   u32 len, u64 raddr, u32 rkey, enum ib_wc_status status,
+		   const char *what)
+{
+	struct kv_side *s = &x->s[0];
+	struct kv_comp *c = kv_comp(x);
+	struct ib_sge sge;
+	struct ib_rdma_wr wr = {};
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	sge.addr = s->dma + off;
+	sge.length = len;
+	sge.lkey = s->pd->local_dma_lkey;
+	wr.wr.wr_cqe = &c->cqe;
+	wr.wr.sg_list = &sge;
+	wr.wr.num_sge = 1;
+	wr.wr.opcode = op;
+	wr.wr.send_flags = IB_SEND_SIGNALED;
+	wr.remote_addr = raddr;
+	wr.rkey = rkey;
+	ib_dma_sync_single_for_device(s->dev, s->dma, KV_BUF_LEN,
+				      DMA_BIDIRECTIONAL);
+	rc = kv_post_send(s->qp, &wr.wr, what);
+	if (!rc)
+		rc = kv_expect(c, status, op == IB_WR_RDMA_READ ?
+			       IB_WC_RDMA_READ : IB_WC_RDMA_WRITE, what);
+	ib_dma_sync_single_for_cpu(s->dev, s->dma, KV_BUF_LEN,
+				   DMA_BIDIRECTIONAL);
+	return rc;
+}
+
+/* Everything @x holds, whatever was set up; QPs first (they use the MR). */
+static void kv_teardown(struct kv_ctx *x)
+{
+	struct kv_side *s;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (x->s[i].qp)
+			ib_destroy_qp(x->s[i].qp);
+		x->s[i].qp = NULL;
+	}
+	if (x->mr)
+		ib_dereg_mr(x->mr);
+	if (x->nents)
+		ib_dma_unmap_sg(x->s[1].dev, x->sgl, x->npages,
+				DMA_BIDIRECTIONAL);
+	for (i = 0; i < x->npages; i++)
+		__free_page(x->pages[i]);
+	for (i = 0; i < 2; i++) {
+		s = &x->s[i];
+		if (s->cq)
+			ib_free_cq(s->cq);
+		if (s->pd)
+			ib_dealloc_pd(s->pd);
+		if (s->mapped)
+			ib_dma_unmap_single(s->dev, s->dma, KV_BUF_LEN,
+					    DMA_BIDIRECTIONAL);
+		kfree(s->buf);
+	}
+}
+
+/* ---- the tests ---- */
+
+/* a: SEND/RECV between kmalloc'd buffers with pd->local_dma_lkey. */
+static int kv_test_send_recv(struct kv_ctx *x)
+{
+	struct kv_side *s0 = &x->s[0], *s1 = &x->s[1];
+	struct kv_comp *sc = kv_comp(x), *rcv = kv_comp(x);
+	const u32 len = 3000;	/* less than the receive buffer */
+	struct ib_sge ssge, rsge;
+	struct ib_send_wr swr = {};
+	struct ib_recv_wr rwr = {};
+	int rc;
+
+	rc = kv_setup(x);
+	if (rc)
+		return rc;
+	kv_fill(s0->buf, 0, len, 0x5a);
+	rsge.addr = s1->dma;
+	rsge.length = PAGE_SIZE;
+	rsge.lkey = s1->pd->local_dma_lkey;
+	rwr.wr_cqe = &rcv->cqe;
+	rwr.sg_list = &rsge;
+	rwr.num_sge = 1;
+	rc = ib_post_recv(s1->qp, &rwr, NULL);
+	if (rc) {
+		kv_diag("ib_post_recv: %d", rc);
+		return rc;
+	}
+	ssge.addr = s0->dma;
+	ssge.length = len;
+	ssge.lkey = s0->pd->local_dma_lkey;
+	swr.wr_cqe = &sc->cqe;
+	swr.sg_list = &ssge;
+	swr.num_sge = 1;
+	swr.opcode = IB_WR_SEND;
+	swr.send_flags = IB_SEND_SIGNALED;
+	ib_dma_sync_single_for_device(s0->dev, s0->dma, KV_BUF_LEN,
+				      DMA_TO_DEVICE);
+	rc = kv_post_send(s0->qp, &swr, "SEND");
+	if (rc)
+		return rc;
+	rc = kv_expect(sc, IB_WC_SUCCESS, IB_WC_SEND, "SEND");
+	if (!rc)
+		rc = kv_expect(rcv, IB_WC_SUCCESS, IB_WC_RECV, "RECV");
+	if (rc)
+		return rc;
+	if (rcv->wc.byte_len != len) {
+		kv_diag("RECV: byte_len %u, expected %u", rcv->wc.byte_len,
+			len);
+		return -EIO;
+	}
+	if (rcv->wc.qp != s1->qp) {
+		kv_diag("RECV: wc.qp is not the receiving QP");
+		return -EIO;
+	}
+	ib_dma_sync_single_for_cpu(s1->dev, s1->dma, KV_BUF_LEN,
+				   DMA_FROM_DEVICE);
+	return kv_check(s1->buf, 0, len, 0x5a, "RECV data");
+}
+
+/* b: REG_MR, then the other side writes into the FRMR and reads it back. */
+static int kv_test_frmr_rw(struct kv_ctx *x)
+{
+	const size_t total = KV_NPAGES * PAGE_SIZE;
+	/* a READ that straddles the first page boundary */
+	const size_t roff = PAGE_SIZE - 100;
+	const u32 rlen = PAGE_SIZE + 300;
+	int rc;
+
+	rc = kv_setup(x);
+	if (!rc)
+		rc = kv_frmr_setup(x, KV_NPAGES);
+	if (!rc)
+		rc = kv_frmr_map(x);
+	if (!rc)
+		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	if (rc)
+		return rc;
+	kv_fill(x->s[0].buf, 0, total, 0x11);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, total, x->mr->iova, x->mr->rkey,
+		     IB_WC_SUCCESS, "RDMA WRITE");
+	if (!rc)
+		rc = kv_pages_check(x, 0, total, 0x11, "FRMR pages after WRITE");
+	if (rc)
+		return rc;
+	/* The owner changes its pages; READ must see that, not our data. */
+	kv_pages_fill(x, 0x77);
+	memset(x->s[0].buf, 0, total);
+	rc = kv_rdma(x, IB_WR_RDMA_READ, roff, rlen, x->mr->iova + roff,
+		     x->mr->rkey, IB_WC_SUCCESS, "RDMA READ");
+	if (!rc)
+		rc = kv_check(x->s[0].buf + roff, roff, rlen, 0x77,
+			      "RDMA READ data");
+	return rc;
+}
+
+/* c: after LOCAL_INV the rkey is refused (and the pages stay unchanged). */
+static int kv_test_frmr_inv(struct kv_ctx *x)
+{
+	int rc;
+
+	rc = kv_setup(x);
+	if (!rc)
+		rc = kv_frmr_setup(x, KV_NPAGES);
+	if (!rc)
+		rc = kv_frmr_map(x);
+	if (!rc)
+		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	if (rc)
+		return rc;
+	kv_fill(x->s[0].buf, 0, PAGE_SIZE, 0x21);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, PAGE_SIZE, x->mr->iova,
+		     x->mr->rkey, IB_WC_SUCCESS, "RDMA WRITE before LOCAL_INV");
+	if (!rc)
+		rc = kv_frmr_inv(x);
+	if (rc)
+		return rc;
+	kv_fill(x->s[0].buf, 0, PAGE_SIZE, 0x22);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, PAGE_SIZE, x->mr->iova,
+		     x->mr->rkey, IB_WC_REM_ACCESS_ERR,
+		     "RDMA WRITE after LOCAL_INV");
+	if (!rc)
+		rc = kv_pages_check(x, 0, PAGE_SIZE, 0x21,
+				    "FRMR page after refused WRITE");
+	return rc;
+}
+
+/* d: re-registered with a new key, the old rkey is refused. */
+static int kv_test_frmr_stale(struct kv_ctx *x)
+{
+	u32 old;
+	int rc;
+
+	rc = kv_setup(x);
+	if (!rc)
+		rc = kv_frmr_setup(x, KV_NPAGES);
+	if (!rc)
+		rc = kv_frmr_map(x);
+	if (!rc)
+		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	if (rc)
+		return rc;
+	old = x->mr->rkey;
+	kv_fill(x->s[0].buf, 0, PAGE_SIZE, 0x31);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, PAGE_SIZE, x->mr->iova, old,
+		     IB_WC_SUCCESS, "RDMA WRITE with the first key");
+	/* As ULPs do: invalidate, map again, register with the next key. */
+	if (!rc)
+		rc = kv_frmr_inv(x);
+	if (!rc)
+		rc = kv_frmr_map(x);
+	if (!rc)
+		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	if (rc)
+		return rc;
+	if (x->mr->rkey == old || x->mr->rkey >> 8 != old >> 8) {
+		kv_diag("new rkey 0x%x, old 0x%x: expected the same index",
+			x->mr->rkey, old);
+		return -EIO;
+	}
+	kv_fill(x->s[0].buf, 0, PAGE_SIZE, 0x32);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, PAGE_SIZE, x->mr->iova,
+		     x->mr->rkey, IB_WC_SUCCESS, "RDMA WRITE with the new key");
+	if (!rc)
+		rc = kv_pages_check(x, 0, PAGE_SIZE, 0x32,
+				    "FRMR page after WRITE with the new key");
+	if (rc)
+		return rc;
+	kv_fill(x->s[0].buf, 0, PAGE_SIZE, 0x33);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, PAGE_SIZE, x->mr->iova, old,
+		     IB_WC_REM_ACCESS_ERR, "RDMA WRITE with the stale key");
+	if (!rc)
+		rc = kv_pages_check(x, 0, PAGE_SIZE, 0x32,
+				    "FRMR page after refused WRITE");
+	return rc;
+}
+
+struct kv_drain {
+	struct work_struct work;
+	struct ib_qp *qp;
+	struct completion done;
+};
+
+static void kv_drain_fn(struct work_struct *work)
+{
+	struct kv_drain *d = container_of(work, struct kv_drain, work);
+
+	ib_drain_qp(d->qp);
+	complete(&d->done);
+}
+
+/*
+ * ib_drain_qp() has no timeout of its own: run it in a work item and wait
+ * for it bounded, so that a hang is reported before we wait for good.
+ */
+static int kv_drain_bounded(struct ib_qp *qp, const char *what)
+{
+	struct kv_drain d;
+	int rc = 0;
+
+	INIT_WORK_ONSTACK(&d.work, kv_drain_fn);
+	d.qp = qp;
+	init_completion(&d.done);
+	queue_work(system_unbound_wq, &d.work);
+	if (!wait_for_completion_timeout(&d.done, KV_TIMEOUT)) {
+		kv_diag("%s: ib_drain_qp did not return in %d s", what,
+			KV_TIMEOUT_S);
+		rc = -ETIMEDOUT;
+	}
+	flush_work(&d.work);
+	destroy_work_on_stack(&d.work);
+	return rc;
+}
+
+#define KV_DRAIN_SENDS	4
+#define KV_DRAIN_RECVS	6
+#define KV_DRAIN_LEN	256
+
+/*
+ * e: with sends and receives outstanding, ib_drain_qp() returns on both
+ * sides and everything posted before it has completed (success or flush)
+ * by then; received data is right.
+ */
+static int kv_test_drain(struct kv_ctx *x)
+{
+	struct kv_side *s0 = &x->s[0], *s1 = &x->s[1];
+	struct kv_comp *sc[KV_DRAIN_SENDS], *rcv[KV_DRAIN_RECVS];
+	struct ib_send_wr swr;
+	struct ib_recv_wr rwr;
+	struct ib_sge sge;
+	int i, rc, nsent = 0, nrecv = 0;
+	enum ib_wc_status st;
+
+	rc = kv_setup(x);
+	if (rc)
+		return rc;
+	for (i = 0; i < KV_DRAIN_RECVS; i++) {
+		rcv[i] = kv_comp(x);
+		if (!rcv[i])
+			return -ENOMEM;
+		memset(&rwr, 0, sizeof(rwr));
+		sge.addr = s1->dma + i * KV_DRAIN_LEN;
+		sge.length = KV_DRAIN_LEN;
+		sge.lkey = s1->pd->local_dma_lkey;
+		rwr.wr_cqe = &rcv[i]->cqe;
+		rwr.sg_list = &sge;
+		rwr.num_sge = 1;
+		rc = ib_post_recv(s1->qp, &rwr, NULL);
+		if (rc) {
+			kv_diag("ib_post_recv %d: %d", i, rc);
+			return rc;
+		}
+	}
+	kv_fill(s0->buf, 0, KV_DRAIN_SENDS * KV_DRAIN_LEN, 0x41);
+	ib_dma_sync_single_for_device(s0->dev, s0->dma, KV_BUF_LEN,
+				      DMA_TO_DEVICE);
+	for (i = 0; i < KV_DRAIN_SENDS; i++) {
+		sc[i] = kv_comp(x);
+		if (!sc[i])
+			return -ENOMEM;
+		memset(&swr, 0, sizeof(swr));
+		sge.addr = s0->dma + i * KV_DRAIN_LEN;
+		sge.length = KV_DRAIN_LEN;
+		sge.lkey = s0->pd->local_dma_lkey;
+		swr.wr_cqe = &sc[i]->cqe;
+		swr.sg_list = &sge;
+		swr.num_sge = 1;
+		swr.opcode = IB_WR_SEND;
+		swr.send_flags = IB_SEND_SIGNALED;
+		rc = kv_post_send(s0->qp, &swr, "SEND");
+		if (rc)
+			return rc;
+	}
+	rc = kv_drain_bounded(s0->qp, "requester");
+	if (rc)
+		return rc;
+	for (i = 0; i < KV_DRAIN_SENDS; i++) {
+		if (!completion_done(&sc[i]->done)) {
+			kv_diag("SEND %d not completed when ib_drain_qp returned",
+				i);
+			return -EIO;
+		}
+		st = sc[i]->wc.status;
+		if (st != IB_WC_SUCCESS && st != IB_WC_WR_FLUSH_ERR) {
+			kv_diag("SEND %d: status %s", i, ib_wc_status_msg(st));
+			return -EIO;
+		}
+		nsent += st == IB_WC_SUCCESS;
+	}
+	rc = kv_drain_bounded(s1->qp, "responder");
+	if (rc)
+		return rc;
+	ib_dma_sync_single_for_cpu(s1->dev, s1->dma, KV_BUF_LEN,
+				   DMA_FROM_DEVICE);
+	for (i = 0; i < KV_DRAIN_RECVS; i++) {
+		if (!completion_done(&rcv[i]->done)) {
+			kv_diag("RECV %d not completed when ib_drain_qp returned",
+				i);
+			return -EIO;
+		}
+		st = rcv[i]->wc.status;
+		if (st == IB_WC_WR_FLUSH_ERR)
+			continue;
+		if (st != IB_WC_SUCCESS || i >= KV_DRAIN_SENDS ||
+		    rcv[i]->wc.opcode != IB_WC_RECV ||
+		    rcv[i]->wc.byte_len != KV_DRAIN_LEN) {
+			kv_diag("RECV %d: status %s opcode %d byte_len %u", i,
+				ib_wc_status_msg(st), rcv[i]->wc.opcode,
+				rcv[i]->wc.byte_len);
+			return -EIO;
+		}
+		rc = kv_check(s1->buf + i * KV_DRAIN_LEN, i * KV_DRAIN_LEN,
+			      KV_DRAIN_LEN, 0x41, "RECV data");
+		if (rc)
+			return rc;
+		nrecv++;
+	}
+	kv_diag("drain: %d of %d sends acknowledged, %d of %d receives filled",
+		nsent, KV_DRAIN_SENDS, nrecv, KV_DRAIN_RECVS);
+	/* An acknowledged SEND was placed. */
+	if (nrecv < nsent) {
+		kv_diag("%d SENDs acknowledged but only %d received", nsent,
+			nrecv);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int kv_atomic(struct kv_ctx *x, enum ib_wr_opcode op, u64 raddr,
+		     u64 cmp_add, u64 swap, const char *what)
+{
+	struct kv_side *s = &x->s[0];
+	struct kv_comp *c = kv_comp(x);
+	struct ib_atomic_wr wr = {};
+	struct ib_sge sge;
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	/* the original value lands in the first 8 bytes of our buffer */
+	*(u64 *)s->buf = 0;
+	sge.addr = s->dma;
+	sge.length = sizeof(u64);
+	sge.lkey = s->pd->local_dma_lkey;
+	wr.wr.wr_cqe = &c->cqe;
+	wr.wr.sg_list = &sge;
+	wr.wr.num_sge = 1;
+	wr.wr.opcode = op;
+	wr.wr.send_flags = IB_SEND_SIGNALED;
+	wr.remote_addr = raddr;
+	wr.rkey = x->mr->rkey;
+	wr.compare_add = cmp_add;
+	wr.swap = swap;
+	ib_dma_sync_single_for_device(s->dev, s->dma, KV_BUF_LEN,
+				      DMA_BIDIRECTIONAL);
+	rc = kv_post_send(s->qp, &wr.wr, what);
+	if (!rc)
+		rc = kv_expect(c, IB_WC_SUCCESS,
+			       op == IB_WR_ATOMIC_FETCH_AND_ADD ?
+			       IB_WC_FETCH_ADD : IB_WC_COMP_SWAP, what);
+	ib_dma_sync_single_for_cpu(s->dev, s->dma, KV_BUF_LEN,
+				   DMA_BIDIRECTIONAL);
+	return rc;
+}
+
+/* Compare what the atomic returned and what the target holds now. */
+static int kv_atomic_check(struct kv_ctx *x, u64 *target, u64 orig, u64 now,
+			   const char *what)
+{
+	u64 got = *(u64 *)x->s[0].buf;
+
+	if (got != orig || READ_ONCE(*target) != now) {
+		kv_diag("%s: returned 0x%llx (expected 0x%llx), target 0x%llx (expected 0x%llx)",
+			what, got, orig, READ_ONCE(*target), now);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* f: FETCH_AND_ADD and CMP_AND_SWP on an 8-byte target in an FRMR page. */
+static int kv_test_atomics(struct kv_ctx *x)
+{
+	const u64 v0 = 0x1122334455667700ULL, add = 0x11, swap = 0xfeedULL;
+	const size_t toff = 64;
+	u64 *target, raddr;
+	int rc;
+
+	rc = kv_setup(x);
+	if (!rc)
+		rc = kv_frmr_setup(x, 1);
+	if (!rc)
+		rc = kv_frmr_map(x);
+	if (!rc)
+		rc = kv_frmr_reg(x, KV_MR_ACCESS | IB_ACCESS_REMOTE_ATOMIC);
+	if (rc)
+		return rc;
+	target = page_address(x->pages[0]) + toff;
+	WRITE_ONCE(*target, v0);
+	raddr = x->mr->iova + toff;
+
+	rc = kv_atomic(x, IB_WR_ATOMIC_FETCH_AND_ADD, raddr, add, 0,
+		       "FETCH_AND_ADD");
+	if (!rc)
+		rc = kv_atomic_check(x, target, v0, v0 + add, "FETCH_AND_ADD");
+	if (!rc)
+		rc = kv_atomic(x, IB_WR_ATOMIC_CMP_AND_SWP, raddr, v0 + add,
+			       swap, "CMP_AND_SWP (equal)");
+	if (!rc)
+		rc = kv_atomic_check(x, target, v0 + add, swap,
+				     "CMP_AND_SWP (equal)");
+	if (!rc)
+		rc = kv_atomic(x, IB_WR_ATOMIC_CMP_AND_SWP, raddr, v0, 1,
+			       "CMP_AND_SWP (different)");
+	if (!rc)
+		rc = kv_atomic_check(x, target, swap, swap,
+				     "CMP_AND_SWP (different)");
+	return rc;
+}
+
+/*
+ * g: the access flags come from the REG_MR: registered for remote read
+ * only, READ works and WRITE is refused (the page unchanged).
+ */
+static int kv_test_frmr_access(struct kv_ctx *x)
+{
+	int rc;
+
+	rc = kv_setup(x);
+	if (!rc)
+		rc = kv_frmr_setup(x, 1);
+	if (!rc)
+		rc = kv_frmr_map(x);
+	if (!rc)
+		rc = kv_frmr_reg(x, IB_ACCESS_LOCAL_WRITE |
+				 IB_ACCESS_REMOTE_READ);
+	if (rc)
+		return rc;
+	kv_pages_fill(x, 0x51);
+	memset(x->s[0].buf, 0, PAGE_SIZE);
+	rc = kv_rdma(x, IB_WR_RDMA_READ, 0, PAGE_SIZE, x->mr->iova,
+		     x->mr->rkey, IB_WC_SUCCESS, "RDMA READ (remote read)");
+	if (!rc)
+		rc = kv_check(x->s[0].buf, 0, PAGE_SIZE, 0x51,
+			      "RDMA READ data");
+	if (rc)
+		return rc;
+	kv_fill(x->s[0].buf, 0, PAGE_SIZE, 0x52);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, PAGE_SIZE, x->mr->iova,
+		     x->mr->rkey, IB_WC_REM_ACCESS_ERR,
+		     "RDMA WRITE (no remote write)");
+	if (!rc)
+		rc = kv_pages_check(x, 0, PAGE_SIZE, 0x51,
+				    "FRMR page after refused WRITE");
+	return rc;
+}
+
+/*
+ * h: the registration's range: a WRITE that ends one byte past the mapped
+ * pages is refused, nothing of it written.
+ */
+static int kv_test_frmr_bounds(struct kv_ctx *x)
+{
+	const size_t total = 2 * PAGE_SIZE;
+	int rc;
+
+	rc = kv_setup(x);
+	if (!rc)
+		rc = kv_frmr_setup(x, 2);
+	if (!rc)
+		rc = kv_frmr_map(x);
+	if (!rc)
+		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	if (rc)
+		return rc;
+	kv_fill(x->s[0].buf, 0, total, 0x61);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, total, x->mr->iova, x->mr->rkey,
+		     IB_WC_SUCCESS, "RDMA WRITE of the whole MR");
+	if (!rc)
+		rc = kv_pages_check(x, 0, total, 0x61, "FRMR pages");
+	if (rc)
+		return rc;
+	kv_fill(x->s[0].buf, 0, total, 0x62);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, 101, x->mr->iova + total - 100,
+		     x->mr->rkey, IB_WC_REM_ACCESS_ERR,
+		     "RDMA WRITE one byte past the MR");
+	if (!rc)
+		rc = kv_pages_check(x, 0, total, 0x61,
+				    "FRMR pages after refused WRITE");
+	return rc;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(struct kv_ctx *x);
+} kv_tests[] = {
+	{ "send recv local_dma_lkey", kv_test_send_recv },
+	{ "frmr rdma write read", kv_test_frmr_rw },
+	{ "frmr local invalidate", kv_test_frmr_inv },
+	{ "frmr stale rkey refused", kv_test_frmr_stale },
+	{ "drain qp", kv_test_drain },
+	{ "atomics fetch-add cmp-swap", kv_test_atomics },
+	{ "frmr access from reg_wr", kv_test_frmr_access },
+	{ "frmr bounds", kv_test_frmr_bounds },
+};
+
+static int __init kv_init(void)
+{
+	struct ib_device *dev[2];
+	struct kv_ctx *x;
+	int i, rc, pass = 0, fail = 0;
+
+	dev[0] = ib_device_get_by_name(local, RDMA_DRIVER_UNKNOWN);
+	dev[1] = ib_device_get_by_name(peer, RDMA_DRIVER_UNKNOWN);
+	pr_info("TAP version 13\n");
+	pr_info("1..%zu\n", ARRAY_SIZE(kv_tests));
+	kv_diag("requester %s, responder %s", local, peer);
+	for (i = 0; i < ARRAY_SIZE(kv_tests); i++) {
+		x = kzalloc(sizeof(*x), GFP_KERNEL);
+		if (!dev[0] || !dev[1]) {
+			kv_diag("ib_device %s not found", dev[0] ? peer : local);
+			rc = -ENODEV;
+		} else if (!x) {
+			rc = -ENOMEM;
+		} else {
+			x->s[0].dev = dev[0];
+			x->s[1].dev = dev[1];
+			rc = kv_tests[i].fn(x);
+			kv_teardown(x);
+		}
+		kfree(x);
+		if (rc) {
+			fail++;
+			kv_diag("%s: error %d", kv_tests[i].name, rc);
+			pr_info("not ok %d %s\n", i + 1, kv_tests[i].name);
+		} else {
+			pass++;
+			pr_info("ok %d %s\n", i + 1, kv_tests[i].name);
+		}
+	}
+	snprintf(summary, sizeof(summary), "pass=%d fail=%d", pass, fail);
+	kv_diag("%s", summary);
+	for (i = 0; i < 2; i++)
+		if (dev[i])
+			ib_device_put(dev[i]);
+	return 0;
+}
+
+static void __exit kv_exit(void)
+{
+}
+
+module_init(kv_init);
+module_exit(kv_exit);
+
+MODULE_DESCRIPTION("NTRDMA kernel verbs test (ULP view of the ib_device)");
+MODULE_LICENSE("Dual BSD/GPL");
