@@ -30,7 +30,8 @@
 
 int ntrdma_mem_init(struct ntrdma_ib *nib)
 {
-	xa_init_flags(&nib->mr_xa, XA_FLAGS_ALLOC);
+	/* IRQ-safe: kernel users post work (key lookups) from any context. */
+	xa_init_flags(&nib->mr_xa, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_IRQ);
 	nib->mr_tag = kcalloc(NTRDMA_MAX_MR + 1, sizeof(*nib->mr_tag),
 			      GFP_KERNEL);
 	return nib->mr_tag ? 0 : -ENOMEM;
@@ -96,8 +97,8 @@ static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 	/* Reserve an index; the MR is published once it is complete. */
-	rc = xa_alloc(&nib->mr_xa, &index, NULL, XA_LIMIT(1, NTRDMA_MAX_MR),
-		      GFP_KERNEL);
+	rc = xa_alloc_irq(&nib->mr_xa, &index, NULL,
+			  XA_LIMIT(1, NTRDMA_MAX_MR), GFP_KERNEL);
 	if (rc) {
 		kfree(mr);
 		return ERR_PTR(rc == -EBUSY ? -ENOMEM : rc);
@@ -126,13 +127,13 @@ static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
 static void ntrdma_mr_publish(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 {
 	/* The index is reserved: storing into it does not allocate. */
-	xa_store(&nib->mr_xa, mr->index, mr, GFP_KERNEL);
+	xa_store_irq(&nib->mr_xa, mr->index, mr, GFP_KERNEL);
 }
 
 /* Undo ntrdma_mr_new() of an MR that was never published. */
 static void ntrdma_mr_drop(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 {
-	xa_erase(&nib->mr_xa, mr->index);
+	xa_erase_irq(&nib->mr_xa, mr->index);
 	kfree(mr);
 }
 
@@ -145,14 +146,15 @@ struct ntrdma_mr *ntrdma_mr_get(struct ntrdma_ib *nib, u32 key,
 				struct ib_pd *pd, int access)
 {
 	struct ntrdma_mr *mr;
+	unsigned long flags;
 
-	xa_lock(&nib->mr_xa);
+	xa_lock_irqsave(&nib->mr_xa, flags);
 	mr = xa_load(&nib->mr_xa, key >> 8);
 	if (mr && (mr->key != key || !mr->valid || mr->ibmr.pd != pd ||
 		   (access & ~mr->access) ||
 		   !refcount_inc_not_zero(&mr->refs)))
 		mr = NULL;
-	xa_unlock(&nib->mr_xa);
+	xa_unlock_irqrestore(&nib->mr_xa, flags);
 	return mr;
 }
 
@@ -171,14 +173,16 @@ void ntrdma_mr_put(struct ntrdma_mr *mr)
 int ntrdma_mr_fast_reg(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 		       struct ib_pd *pd, u32 key, int access)
 {
+	unsigned long flags;
+
 	if (mr->kind != NTRDMA_MR_FRMR || mr->ibmr.pd != pd ||
 	    (key >> 8) != mr->index || ntrdma_check_access(access))
 		return -EINVAL;
-	xa_lock(&nib->mr_xa);
+	xa_lock_irqsave(&nib->mr_xa, flags);
 	mr->key = key;
 	mr->access = access & NTRDMA_ACCESS_SUPPORTED;
 	mr->valid = true;
-	xa_unlock(&nib->mr_xa);
+	xa_unlock_irqrestore(&nib->mr_xa, flags);
 	return 0;
 }
 
@@ -186,16 +190,17 @@ int ntrdma_mr_fast_reg(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key)
 {
 	struct ntrdma_mr *mr;
+	unsigned long flags;
 	int rc = -EINVAL;
 
-	xa_lock(&nib->mr_xa);
+	xa_lock_irqsave(&nib->mr_xa, flags);
 	mr = xa_load(&nib->mr_xa, key >> 8);
 	if (mr && mr->kind == NTRDMA_MR_FRMR && mr->key == key &&
 	    mr->ibmr.pd == pd) {
 		mr->valid = false;
 		rc = 0;
 	}
-	xa_unlock(&nib->mr_xa);
+	xa_unlock_irqrestore(&nib->mr_xa, flags);
 	return rc;
 }
 
@@ -439,7 +444,7 @@ int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	struct ntrdma_mr *mr = to_nmr(ibmr);
 
 	/* No new users, then wait for the transfers still using it. */
-	xa_erase(&nib->mr_xa, mr->index);
+	xa_erase_irq(&nib->mr_xa, mr->index);
 	ntrdma_mr_put(mr);
 	wait_for_completion(&mr->released);
 	ib_umem_release(mr->umem);
