@@ -236,7 +236,6 @@ struct ntrdma_qp {
 	struct timer_list rnr_timer;
 	struct work_struct tx_work;
 	struct list_head tx_wait;	/* on vx->tx_waiters */
-	bool seg_blocked;
 	bool cq_overrun;		/* a completion was lost: to ERR */
 
 	u32 resp_msn;			/* next msn the responder expects */
@@ -256,8 +255,11 @@ struct ntrdma_qp {
 
 	void *segs;			/* NTRDMA_QP_SEGS header slots */
 	struct ntrdma_seg_meta seg_meta[NTRDMA_QP_SEGS];
-	u32 seg_prod;
-	atomic_t seg_done;
+	u32 seg_prod;			/* under sq_lock */
+	spinlock_t seg_lock;		/* seg_done, seg_blocked, seg_dying */
+	u32 seg_done;
+	bool seg_blocked;		/* a sender waits for a free slot */
+	bool seg_dying;			/* destroy: no more wake-ups */
 	wait_queue_head_t seg_wait;
 
 	/* statistics */
@@ -333,6 +335,7 @@ void ntrdma_vx_wait_space(struct ntrdma_qp *qp);
 void ntrdma_vx_flush_rx(struct ntrdma_ib *nib);
 void ntrdma_vx_kick(struct ntrdma_qp *qp);
 void ntrdma_vx_qp_fini(struct ntrdma_qp *qp);
+bool ntrdma_vx_segs_idle(struct ntrdma_qp *qp);
 
 /* ntrdma_qp_tx.c: requester */
 void ntrdma_req_reset(struct ntrdma_qp *qp);

@@ -67,7 +67,7 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	INIT_WORK(&qp->tx_work, ntrdma_qp_tx_work);
 	INIT_LIST_HEAD(&qp->tx_wait);
 	init_waitqueue_head(&qp->seg_wait);
-	atomic_set(&qp->seg_done, 0);
+	spin_lock_init(&qp->seg_lock);
 	ntrdma_req_init(qp);
 	qp->user = !!udata;
 	qp->state = IB_QPS_RESET;
@@ -169,9 +169,8 @@ int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	/* ...and its segments still being copied finish (or the session
 	 * ends, which completes them): their send_done uses the QP.
 	 */
-	segs_idle = wait_event_timeout(qp->seg_wait,
-				       atomic_read(&qp->seg_done) ==
-				       (int)qp->seg_prod, 30 * HZ);
+	segs_idle = wait_event_timeout(qp->seg_wait, ntrdma_vx_segs_idle(qp),
+				       30 * HZ);
 	cancel_work_sync(&qp->tx_work);
 	kvfree(qp->swq);
 	if (segs_idle)
@@ -381,6 +380,7 @@ static void ntrdma_qp_reset_locked(struct ntrdma_qp *qp)
 	qp->rsp_head = 0;
 	qp->rsp_tail = 0;
 	qp->cq_overrun = false;
+	qp->resp_fatal = false;
 }
 
 int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,

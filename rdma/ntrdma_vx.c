@@ -203,23 +203,43 @@ static void vx_tqp_peer_state(void *ctx)
 {
 }
 
-/* A segment left our memory (or the session ended first). */
+/*
+ * A segment left our memory (or the session ended first). The count, the
+ * blocked flag and the wake-up change under seg_lock, so neither a sender
+ * that found every slot busy nor destroy (which waits for the count under
+ * the same lock, then frees the QP) can miss or outlive it.
+ */
 static void vx_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 {
 	struct ntrdma_seg_meta *m = cookie;
 	struct ntrdma_qp *qp = m->qp;
+	unsigned long flags;
 	u32 i;
 
 	for (i = 0; i < m->nmr; i++)
 		ntrdma_mr_put(m->mr[i]);
 	m->nmr = 0;
-	/* Before the count: destroy waits for the count, then cancels. */
-	if (READ_ONCE(qp->seg_blocked)) {
-		WRITE_ONCE(qp->seg_blocked, false);
+	spin_lock_irqsave(&qp->seg_lock, flags);
+	qp->seg_done++;
+	if (qp->seg_blocked && !qp->seg_dying) {
+		qp->seg_blocked = false;
 		ntrdma_vx_kick(qp);
 	}
-	atomic_inc(&qp->seg_done);
 	wake_up(&qp->seg_wait);
+	spin_unlock_irqrestore(&qp->seg_lock, flags);
+}
+
+/* Destroy: no segment of @qp is in flight any more (its QP is in RESET). */
+bool ntrdma_vx_segs_idle(struct ntrdma_qp *qp)
+{
+	unsigned long flags;
+	bool idle;
+
+	spin_lock_irqsave(&qp->seg_lock, flags);
+	qp->seg_dying = true;
+	idle = qp->seg_done == qp->seg_prod;
+	spin_unlock_irqrestore(&qp->seg_lock, flags);
+	return idle;
 }
 
 static const struct ntrdma_tqp_ops vx_tqp_ops = {
@@ -246,19 +266,19 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	struct ntrdma_tqp_sge tsg[NTRDMA_TQP_MAX_SGE];
 	struct ntrdma_seg_meta *m;
 	struct ntrdma_vx_hdr *slot;
+	unsigned long flags;
 	u32 idx, taken = 0, off, n_hdr;
 	struct page *page;
 	int n = 1, i = 0, got, rc;
 	u64 addr;
 
-	if ((u32)(qp->seg_prod - atomic_read(&qp->seg_done)) >= NTRDMA_QP_SEGS) {
-		WRITE_ONCE(qp->seg_blocked, true);
-		/* A send_done may have come between the check and the flag. */
-		if ((u32)(qp->seg_prod - atomic_read(&qp->seg_done)) >=
-		    NTRDMA_QP_SEGS)
-			return -EBUSY;
-		WRITE_ONCE(qp->seg_blocked, false);
+	spin_lock_irqsave(&qp->seg_lock, flags);
+	if ((u32)(qp->seg_prod - qp->seg_done) >= NTRDMA_QP_SEGS) {
+		qp->seg_blocked = true;	/* the next send_done kicks us */
+		spin_unlock_irqrestore(&qp->seg_lock, flags);
+		return -EBUSY;
 	}
+	spin_unlock_irqrestore(&qp->seg_lock, flags);
 	idx = qp->seg_prod % NTRDMA_QP_SEGS;
 	m = &qp->seg_meta[idx];
 	m->nmr = 0;
