@@ -63,7 +63,9 @@ fi
 ev=$NTRDMA_OUT/asyncwatch.$$
 stdbuf -oL ibv_asyncwatch -d "$IBDEV" >"$ev" 2>&1 &
 aw=$!
-sleep 1
+# It prints its event FD once the device is open and events are queued to
+# it: an event before that is not its to see (a loaded guest took > 1 s).
+wait_for 15 grep -q "async event FD" "$ev" || ktap_diag "ibv_asyncwatch not ready: $(head -c 200 "$ev")"
 if is_pair; then
 	peer "modprobe -r ntrdma"
 else
