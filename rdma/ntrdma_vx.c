@@ -20,19 +20,12 @@
 
 #include <linux/dma-mapping.h>
 #include <linux/gfp.h>
-#include <linux/interrupt.h>
-#include <linux/module.h>
 #include <linux/slab.h>
 
 #include "ntrdma_ib.h"
 
 #define NTRDMA_VX_RX_BUFS	128
 #define NTRDMA_VX_BUDGET	64
-
-static bool verbs_rx_softirq = true;
-module_param(verbs_rx_softirq, bool, 0444);
-MODULE_PARM_DESC(verbs_rx_softirq,
-		 "verbs receive processing in softirq (tasklet) rather than a work queue (default Y)");
 
 struct ntrdma_vx_buf {
 	struct page *page;
@@ -45,8 +38,6 @@ struct ntrdma_vx {
 	struct ntrdma_tqp *tqp;
 	struct workqueue_struct *wq;
 	struct work_struct rx_work;
-	struct tasklet_struct rx_tasklet;
-	bool rx_softirq;
 	struct work_struct wake_work;
 	spinlock_t wait_lock;		/* tx_waiters */
 	struct list_head tx_waiters;
@@ -108,19 +99,11 @@ static int vx_post(struct ntrdma_vx *vx, u16 i)
 	return rc;
 }
 
-static void vx_rx_schedule(struct ntrdma_vx *vx)
+static void vx_rx_work(struct work_struct *work)
 {
-	if (vx->rx_softirq)
-		tasklet_schedule(&vx->rx_tasklet);
-	else
-		queue_work(vx->wq, &vx->rx_work);
-}
-
-/* Receive: process context (work) or softirq (tasklet); never sleeps. */
-static void vx_rx_poll(struct ntrdma_vx *vx)
-{
+	struct ntrdma_vx *vx = container_of(work, struct ntrdma_vx, rx_work);
 	struct ntrdma_tqp_rcomp c;
-	int n, rc = 0;
+	int n, rc;
 	u16 i;
 
 	if (!READ_ONCE(vx->active))
@@ -140,29 +123,13 @@ static void vx_rx_poll(struct ntrdma_vx *vx)
 	if (rc < 0)
 		return;	/* protocol error: the link is going down */
 	if (n == NTRDMA_VX_BUDGET || ntrdma_tqp_recv_arm(vx->tqp))
-		vx_rx_schedule(vx);
+		queue_work(vx->wq, &vx->rx_work);
 }
 
-static void vx_rx_work(struct work_struct *work)
-{
-	vx_rx_poll(container_of(work, struct ntrdma_vx, rx_work));
-}
-
-static void vx_rx_tasklet(struct tasklet_struct *t)
-{
-	struct ntrdma_vx *vx = from_tasklet(vx, t, rx_tasklet);
-
-	vx_rx_poll(vx);
-}
-
-/*
- * Wait for a receive pass that may be using a QP being destroyed (later
- * passes no longer find it in the table).
- */
+/* Wait for the rx work (destroying QPs: it may be using one). */
 void ntrdma_vx_flush_rx(struct ntrdma_ib *nib)
 {
 	flush_work(&nib->vx->rx_work);
-	tasklet_unlock_wait(&nib->vx->rx_tasklet);
 	flush_work(&nib->vx->wake_work);
 }
 
@@ -220,7 +187,9 @@ void ntrdma_vx_qp_fini(struct ntrdma_qp *qp)
 
 static void vx_tqp_rx(void *ctx)
 {
-	vx_rx_schedule(ctx);
+	struct ntrdma_vx *vx = ctx;
+
+	queue_work(vx->wq, &vx->rx_work);
 }
 
 static void vx_tqp_tx_space(void *ctx)
@@ -383,7 +352,7 @@ void ntrdma_vx_start(struct ntrdma_ib *nib)
 	ntrdma_tqp_post_commit(vx->tqp);
 	vx->posted_ever = true;
 	WRITE_ONCE(vx->active, true);
-	vx_rx_schedule(vx);
+	queue_work(vx->wq, &vx->rx_work);
 }
 
 /*
@@ -398,7 +367,6 @@ void ntrdma_vx_stop(struct ntrdma_ib *nib)
 
 	WRITE_ONCE(vx->active, false);
 	cancel_work_sync(&vx->rx_work);
-	tasklet_kill(&vx->rx_tasklet);
 	ntrdma_tqp_stop(vx->tqp);
 	flush_work(&vx->wake_work);
 }
@@ -415,8 +383,6 @@ int ntrdma_vx_init(struct ntrdma_ib *nib)
 	vx->nib = nib;
 	vx->ndev = ndev;
 	INIT_WORK(&vx->rx_work, vx_rx_work);
-	tasklet_setup(&vx->rx_tasklet, vx_rx_tasklet);
-	vx->rx_softirq = verbs_rx_softirq;
 	INIT_WORK(&vx->wake_work, vx_wake_work);
 	spin_lock_init(&vx->wait_lock);
 	INIT_LIST_HEAD(&vx->tx_waiters);
@@ -474,7 +440,6 @@ void ntrdma_vx_fini(struct ntrdma_ib *nib, bool free_posted)
 	if (!vx)
 		return;
 	ntrdma_tqp_destroy(vx->tqp);
-	tasklet_kill(&vx->rx_tasklet);
 	destroy_workqueue(vx->wq);
 	if (vx->posted_ever && !free_posted) {
 		dev_warn(&vx->ndev->ntb->dev,
