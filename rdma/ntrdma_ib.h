@@ -334,6 +334,7 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 void ntrdma_vx_wait_space(struct ntrdma_qp *qp);
 void ntrdma_vx_flush_rx(struct ntrdma_ib *nib);
 void ntrdma_vx_kick(struct ntrdma_qp *qp);
+void ntrdma_vx_flush_tx(struct ntrdma_qp *qp);
 void ntrdma_vx_qp_fini(struct ntrdma_qp *qp);
 bool ntrdma_vx_segs_idle(struct ntrdma_qp *qp);
 

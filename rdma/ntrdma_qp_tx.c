@@ -374,7 +374,10 @@ static void req_tx(struct ntrdma_qp *qp)
 	req_complete(qp);
 }
 
-/* Transmit for @qp: responses owed first, then requests. */
+/*
+ * Transmit for @qp: responses owed first, then requests; the segments are
+ * published (doorbell, DMA issue) once, at the end.
+ */
 void ntrdma_qp_tx(struct ntrdma_qp *qp)
 {
 	unsigned long flags;
@@ -385,6 +388,7 @@ void ntrdma_qp_tx(struct ntrdma_qp *qp)
 	    !ntrdma_resp_tx(qp))
 		req_tx(qp);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	ntrdma_vx_flush_tx(qp);
 }
 
 static void req_rnr_expired(struct timer_list *t)
@@ -553,8 +557,8 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	default:
 		goto drop;
 	}
-	if (req_complete(qp))
-		req_tx(qp);
+	/* More requests leave at the end of the receive pass (ntrdma_vx.c). */
+	req_complete(qp);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	return;
 drop:

@@ -47,7 +47,8 @@ struct ntrdma_vx {
 	u16 at[NTRDMA_TQP_RING];	/* ring position -> buffer */
 };
 
-static void vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
+/* Deliver one segment; the QP it went to (NULL if none). */
+static struct ntrdma_qp *vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
 {
 	struct ntrdma_vx_hdr h;
 	struct ntrdma_qp *qp;
@@ -57,7 +58,7 @@ static void vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
 	/* Copied out first: the peer can still write the buffer. */
 	if (len < sizeof(h)) {
 		atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_INVALID]);
-		return;
+		return NULL;
 	}
 	memcpy(&h, buf, sizeof(h));
 	if (ntrdma_vx_check_hdr(&h, len)) {
@@ -65,13 +66,13 @@ static void vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
 		dev_warn_ratelimited(&vx->ndev->ntb->dev,
 				     "%s: verbs: invalid segment (op %u, %u bytes) dropped\n",
 				     vx->ndev->name, h.op, len);
-		return;
+		return NULL;
 	}
 	/* Destroy removes a QP from the table, then waits for this work. */
 	qp = xa_load(&vx->nib->qp_xa, h.dst_qpn);
 	if (!qp) {
 		atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_NO_QP]);
-		return;
+		return NULL;
 	}
 	switch (h.op) {
 	case NTRDMA_VX_SEND:
@@ -84,6 +85,7 @@ static void vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
 		ntrdma_req_rx(qp, &h, buf + sizeof(h), len - sizeof(h));
 		break;
 	}
+	return qp;
 }
 
 static int vx_post(struct ntrdma_vx *vx, u16 i)
@@ -102,6 +104,7 @@ static int vx_post(struct ntrdma_vx *vx, u16 i)
 static void vx_rx_work(struct work_struct *work)
 {
 	struct ntrdma_vx *vx = container_of(work, struct ntrdma_vx, rx_work);
+	struct ntrdma_qp *qp, *pending = NULL;
 	struct ntrdma_tqp_rcomp c;
 	int n, rc;
 	u16 i;
@@ -115,11 +118,21 @@ static void vx_rx_work(struct work_struct *work)
 		i = vx->at[ntrdma_ring_idx(c.pos, NTRDMA_TQP_RING)];
 		dma_sync_single_for_cpu(vx->ndev->dma_dev, vx->buf[i].dma,
 					c.len, DMA_FROM_DEVICE);
-		vx_rx_one(vx, page_address(vx->buf[i].page), c.len);
+		qp = vx_rx_one(vx, page_address(vx->buf[i].page), c.len);
 		/* Same buffer, next position: the ring never runs dry. */
 		vx_post(vx, i);
+		/*
+		 * A QP's answers (merged ACKs) and further requests go out
+		 * once it has taken the segments in a row that are its own.
+		 */
+		if (pending && qp != pending)
+			ntrdma_qp_tx(pending);
+		if (qp)
+			pending = qp;
 	}
 	ntrdma_tqp_post_commit(vx->tqp);
+	if (pending)
+		ntrdma_qp_tx(pending);
 	if (rc < 0)
 		return;	/* protocol error: the link is going down */
 	if (n == NTRDMA_VX_BUDGET || ntrdma_tqp_recv_arm(vx->tqp))
@@ -162,6 +175,12 @@ void ntrdma_vx_wait_space(struct ntrdma_qp *qp)
 	/* A post may have come before we were on the list. */
 	if (ntrdma_tqp_send_ready(vx->tqp))
 		queue_work(vx->wq, &vx->wake_work);
+}
+
+/* Publish the segments sent with ntrdma_vx_send(). */
+void ntrdma_vx_flush_tx(struct ntrdma_qp *qp)
+{
+	ntrdma_tqp_send_flush(to_nib(qp->ibqp.device)->vx->tqp);
 }
 
 /* Run @qp's transmit side from the work queue. */
@@ -322,7 +341,8 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		slot->flags |= NTRDMA_VX_LAST;
 	m->qp = qp;
 	qp->seg_prod++;
-	rc = ntrdma_tqp_send(vx->tqp, tsg, n, n_hdr + taken, 0, m, false);
+	/* Published by ntrdma_vx_flush_tx() (every sender calls it). */
+	rc = ntrdma_tqp_send(vx->tqp, tsg, n, n_hdr + taken, 0, m, true);
 	if (rc) {
 		qp->seg_prod--;
 		goto undo;
