@@ -37,11 +37,24 @@ static void resp_release_rcv(struct ntrdma_qp *qp)
 	qp->rcv_busy = false;
 }
 
-static struct ntrdma_rsp *resp_push(struct ntrdma_qp *qp)
+/*
+ * A new answer at the tail of the response queue; NULL (and the QP fails)
+ * if the queue is full, which only a requester ignoring its limits makes.
+ */
+static struct ntrdma_rsp *resp_new(struct ntrdma_qp *qp,
+				   enum ntrdma_rsp_kind kind, u32 msn)
 {
-	if ((u32)(qp->rsp_tail - qp->rsp_head) >= NTRDMA_QP_RSP)
+	struct ntrdma_rsp *r;
+
+	if ((u32)(qp->rsp_tail - qp->rsp_head) >= NTRDMA_QP_RSP) {
+		qp->resp_fatal = true;
 		return NULL;
-	return &qp->rsp[qp->rsp_tail++ % NTRDMA_QP_RSP];
+	}
+	r = &qp->rsp[qp->rsp_tail++ % NTRDMA_QP_RSP];
+	memset(r, 0, sizeof(*r));
+	r->kind = kind;
+	r->msn = msn;
+	return r;
 }
 
 static void resp_ack(struct ntrdma_qp *qp, u32 msn)
@@ -56,21 +69,14 @@ static void resp_ack(struct ntrdma_qp *qp, u32 msn)
 			return;
 		}
 	}
-	r = resp_push(qp);
-	if (!r) {
-		qp->resp_fatal = true;
-		return;
-	}
-	memset(r, 0, sizeof(*r));
-	r->kind = NTRDMA_RSP_ACK;
-	r->msn = msn;
+	resp_new(qp, NTRDMA_RSP_ACK, msn);
 }
 
 /* Refuse message @msn; fatal ones put the QP in ERR once sent. */
 static void resp_nak(struct ntrdma_qp *qp, u32 msn, u8 syn,
 		     enum ib_event_type ev)
 {
-	struct ntrdma_rsp *r = resp_push(qp);
+	struct ntrdma_rsp *r;
 
 	if (syn != NTRDMA_VX_SYN_RNR) {
 		qp->resp_fatal = true;
@@ -79,11 +85,9 @@ static void resp_nak(struct ntrdma_qp *qp, u32 msn, u8 syn,
 	} else {
 		ntrdma_hw_add(qp, NTRDMA_HW_RNR_NAK_SENT, 1);
 	}
+	r = resp_new(qp, NTRDMA_RSP_ACK, msn);
 	if (!r)
 		return;
-	memset(r, 0, sizeof(*r));
-	r->kind = NTRDMA_RSP_ACK;
-	r->msn = msn;
 	r->syndrome = syn;
 	r->rnr_timer = qp->min_rnr_timer;
 }
@@ -221,10 +225,9 @@ static void resp_atomic(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 			 IB_EVENT_QP_ACCESS_ERR);
 		return;
 	}
-	r = resp_push(qp);
+	r = resp_new(qp, NTRDMA_RSP_ATOMIC, h->msn);
 	if (!r) {
 		ntrdma_mr_put(mr);
-		qp->resp_fatal = true;
 		return;
 	}
 	p = kmap_local_page(page) + off;
@@ -237,9 +240,6 @@ static void resp_atomic(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 	spin_unlock(&nib->atomic_lock);
 	kunmap_local(p);
 	ntrdma_mr_put(mr);
-	memset(r, 0, sizeof(*r));
-	r->kind = NTRDMA_RSP_ATOMIC;
-	r->msn = h->msn;
 	r->orig = orig;
 	qp->resp_msn = (qp->resp_msn + 1) & NTRDMA_VX_MSN_MASK;
 }
@@ -270,15 +270,11 @@ static void resp_read(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 			 IB_EVENT_QP_ACCESS_ERR);
 		return;
 	}
-	r = resp_push(qp);
+	r = resp_new(qp, NTRDMA_RSP_READ, h->msn);
 	if (!r) {
 		ntrdma_mr_put(mr);
-		qp->resp_fatal = true;
 		return;
 	}
-	memset(r, 0, sizeof(*r));
-	r->kind = NTRDMA_RSP_READ;
-	r->msn = h->msn;
 	r->mr = mr;
 	r->raddr = h->raddr;
 	r->total = h->total;
