@@ -261,6 +261,9 @@ struct ntrdma_qp {
 	bool seg_blocked;		/* a sender waits for a free slot */
 	bool seg_dying;			/* destroy: no more wake-ups */
 	wait_queue_head_t seg_wait;
+
+	/* statistics */
+	u64 tx_msgs, rx_msgs, rnr_naks;
 };
 
 static inline struct ntrdma_ib *to_nib(struct ib_device *ibdev)

@@ -627,6 +627,8 @@ static int ntrdma_post_send_kern(struct ntrdma_qp *qp,
 	}
 	/* release: the WQEs before the index that publishes them */
 	smp_store_release(&ctl->prod, prod);
+	if (qp->state == IB_QPS_ERR)
+		ntrdma_sq_flush_ring(qp);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	if (rc)
 		*bad_wr = wr;

@@ -300,6 +300,7 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 		st = resp_take_wqe(qp);
 		if (st == -EAGAIN) {
 			resp_release_rcv(qp);
+			qp->rnr_naks++;
 			resp_nak(qp, h->msn, NTRDMA_VX_SYN_RNR, 0);
 			return st;
 		}
@@ -337,6 +338,7 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		ntrdma_hw_add(qp, NTRDMA_HW_RX_DROPPED, 1);
 		goto out;
 	}
+	qp->rx_msgs++;
 	switch (h->op) {
 	case NTRDMA_VX_READ_REQ:
 		if (!qp->rcv_busy)

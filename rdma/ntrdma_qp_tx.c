@@ -433,6 +433,7 @@ static void req_rnr(struct ntrdma_qp *qp, u32 idx, u8 timer)
 	struct ntrdma_swqe *w;
 	u32 i;
 
+	qp->rnr_naks++;
 	w = swqe(qp, idx);
 	if (qp->rnr_retry != 7) {
 		if (!qp->rnr_left) {
@@ -503,6 +504,7 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	w = swqe(qp, idx);
 	if (!w->started || w->done)
 		goto drop;
+	qp->rx_msgs++;
 
 	switch (h->op) {
 	case NTRDMA_VX_ACK:

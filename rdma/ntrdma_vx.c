@@ -347,6 +347,7 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		qp->seg_prod--;
 		goto undo;
 	}
+	qp->tx_msgs++;
 	ntrdma_hw_add(qp, NTRDMA_HW_TX_SEGS, 1);
 	ntrdma_hw_add(qp, NTRDMA_HW_TX_BYTES, n_hdr + taken);
 	return taken;
