@@ -61,22 +61,42 @@ static void ntrdma_ring_ctrl(struct ntrdma_dev *ndev)
 	ntb_peer_db_set(ndev->ntb, BIT_ULL(NTRDMA_DB_CTRL));
 }
 
-/* Publish our session into the peer's scratchpads; magic last. */
+/*
+ * Publish our session into the peer's scratchpads. The epoch brackets the
+ * fields like a sequence count: it is 0 while they change and written after
+ * them, so a reader that sees the same epoch before and after reading them
+ * has them all from one publication (ntrdma_try_accept). The magic is last.
+ */
 static void ntrdma_publish(struct ntrdma_dev *ndev)
 {
 	struct ntb_dev *ntb = ndev->ntb;
 
 	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_MAGIC, 0);
+	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_EPOCH, 0);
+	wmb(); /* the epoch is void before the fields change */
 	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_VERSION, NTRDMA_VERSION);
-	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_EPOCH, ndev->epoch);
 	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_INBOX_LO,
 			    lower_32_bits(ndev->inbox_dma));
 	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_INBOX_HI,
 			    upper_32_bits(ndev->inbox_dma));
 	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_INBOX_SIZE, ndev->inbox_size);
+	wmb(); /* the fields before the epoch that names them */
+	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_EPOCH, ndev->epoch);
 	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_ACK, ndev->peer_epoch);
 	wmb(); /* the fields before the magic that validates them */
 	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_MAGIC, NTRDMA_MAGIC);
+	ntrdma_ring_ctrl(ndev);
+}
+
+/*
+ * Withdraw our publication: the peer drops our session at once, and no
+ * later instance of the peer's driver finds an inbox address of ours that
+ * may be freed by then.
+ */
+static void ntrdma_withdraw(struct ntrdma_dev *ndev)
+{
+	ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_MAGIC, 0);
+	ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_EPOCH, 0);
 	ntrdma_ring_ctrl(ndev);
 }
 
@@ -191,13 +211,22 @@ static void ntrdma_try_accept(struct ntrdma_dev *ndev)
 
 	magic = ntb_spad_read(ntb, NTRDMA_SPAD_MAGIC);
 	rmb(); /* the magic before the fields it validates */
-	version = ntb_spad_read(ntb, NTRDMA_SPAD_VERSION);
 	epoch = ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH);
+	rmb(); /* the epoch before the fields it names */
+	version = ntb_spad_read(ntb, NTRDMA_SPAD_VERSION);
 	inbox = ntb_spad_read(ntb, NTRDMA_SPAD_INBOX_LO) |
 		(u64)ntb_spad_read(ntb, NTRDMA_SPAD_INBOX_HI) << 32;
 	size = ntb_spad_read(ntb, NTRDMA_SPAD_INBOX_SIZE);
+	rmb(); /* the fields before the re-check */
+	/*
+	 * A publication in progress: the fields may mix two of them (a new
+	 * epoch with an old inbox address). Look again at the next pass.
+	 */
+	if (ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) != epoch ||
+	    ntb_spad_read(ntb, NTRDMA_SPAD_MAGIC) != magic)
+		return;
 
-	if (magic != NTRDMA_MAGIC || epoch == ndev->peer_epoch)
+	if (magic != NTRDMA_MAGIC || !epoch || epoch == ndev->peer_epoch)
 		return;
 	rc = ntrdma_wire_check_boot(magic, version, epoch, inbox, size,
 				    ndev->flat_size);
@@ -214,6 +243,26 @@ static void ntrdma_try_accept(struct ntrdma_dev *ndev)
 	ndev->pinbox_off = inbox;
 	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_ACK, epoch);
 	ntrdma_ring_ctrl(ndev);
+}
+
+/*
+ * Up only with the peer that acknowledged our epoch: it published its epoch
+ * before it wrote that acknowledgement, so the epoch read after it is that
+ * peer's (or a later one's). What we accepted must be that: a publication
+ * left behind by a peer that has gone (its driver unloaded without
+ * withdrawing, its host died) names an inbox nobody owns any more, and a
+ * new peer's acknowledgement must not bring the link up with that address.
+ */
+static bool ntrdma_peer_acked(struct ntrdma_dev *ndev)
+{
+	struct ntb_dev *ntb = ndev->ntb;
+
+	if (!ndev->peer_epoch ||
+	    ntb_spad_read(ntb, NTRDMA_SPAD_ACK) != ndev->epoch)
+		return false;
+	rmb(); /* the acknowledgement before the epoch written ahead of it */
+	return ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) == ndev->peer_epoch &&
+	       ntb_spad_read(ntb, NTRDMA_SPAD_MAGIC) == NTRDMA_MAGIC;
 }
 
 static void ntrdma_link_work(struct work_struct *work)
@@ -252,8 +301,7 @@ static void ntrdma_link_work(struct work_struct *work)
 			ntrdma_publish(ndev);
 		}
 		ntrdma_try_accept(ndev);
-		if (ndev->peer_epoch &&
-		    ntb_spad_read(ntb, NTRDMA_SPAD_ACK) == ndev->epoch)
+		if (ntrdma_peer_acked(ndev))
 			ntrdma_go_up(ndev);
 		goto resched;
 	}
@@ -346,12 +394,10 @@ bool ntrdma_link_stop(struct ntrdma_dev *ndev)
 	/*
 	 * Withdraw first, so the peer drops at once; it may still receive
 	 * writes from our faces until they stop below, into memory it keeps.
+	 * Also with the NTB link down: a publication of ours left in the
+	 * peer's scratchpads would name an inbox we are about to free.
 	 */
-	if (ndev->hw_up) {
-		ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_MAGIC, 0);
-		ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_EPOCH, 0);
-		ntrdma_ring_ctrl(ndev);
-	}
+	ntrdma_withdraw(ndev);
 	ntrdma_leave_up(ndev, "unloading");
 	ndev->pinbox = NULL;
 	mutex_unlock(&ndev->link_lock);

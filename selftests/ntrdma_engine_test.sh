@@ -16,7 +16,7 @@ A_IP=10.79.0.1
 B_IP=10.79.0.2
 
 ktap_header
-ktap_plan 12
+ktap_plan 13
 
 if ! install_modules || ! ntb_pair; then
 	ktap_fail "ntb devices present"
@@ -131,7 +131,8 @@ else
 	echo "$REMOTE_DEV" > $NTB_DRV/bind
 fi
 DBGB=""
-wait_for 10 sh -c "[ -n \"\$($B "grep -l '^ntb: $REMOTE_DEV\$' $DEBUGFS/ntrdma/*/info" 2>/dev/null)\" ]"
+b_dbg_ready() { [ -n "$(dbg_of B "$REMOTE_DEV")" ]; }
+wait_for 10 b_dbg_ready
 DBGB=$(dbg_of B "$REMOTE_DEV")
 wait_for 10 link_up
 out=$(cmd A "echo again")
@@ -171,4 +172,23 @@ for mode in dma cpu; do
 	ktap_diag "copy path: $copy"
 done
 unload
+
+# 13: an unloaded driver leaves no session published in the peer's
+# scratchpads: a later instance of the peer's driver would take the inbox
+# address in it (freed by then) for a live one. Read through ntb_tool.
+spad_of() { # SIDE NTBDEV INDEX
+	${!1} "cat $DEBUGFS/ntb_tool/$2/spad$3 2>/dev/null"
+}
+if modprobe ntb_tool && { ! is_pair || peer modprobe ntb_tool; }; then
+	ma=$(spad_of A "$LOCAL_DEV" 0); ea=$(spad_of A "$LOCAL_DEV" 2)
+	mb=$(spad_of B "$REMOTE_DEV" 0); eb=$(spad_of B "$REMOTE_DEV" 2)
+	ktap_diag "after unload: A magic=$ma epoch=$ea, B magic=$mb epoch=$eb"
+	all_zero() { local v; for v; do [ -n "$v" ] && [ $((v)) -eq 0 ] || return 1; done; }
+	ktap_check "after unload no scratchpad publishes a session (magic and epoch 0)" \
+		all_zero "$ma" "$ea" "$mb" "$eb"
+else
+	ktap_fail "after unload no scratchpad publishes a session (ntb_tool did not load)"
+fi
+modprobe -r ntb_tool
+if is_pair; then peer "modprobe -r ntb_tool"; fi
 ktap_finish
