@@ -247,11 +247,11 @@ static void ntrdma_try_accept(struct ntrdma_dev *ndev)
 
 /*
  * Up only with the peer that acknowledged our epoch: it published its epoch
- * before it wrote that acknowledgement, so the epoch read after it is that
+ * before it wrote that acknowledgment, so the epoch read after it is that
  * peer's (or a later one's). What we accepted must be that: a publication
  * left behind by a peer that has gone (its driver unloaded without
  * withdrawing, its host died) names an inbox nobody owns any more, and a
- * new peer's acknowledgement must not bring the link up with that address.
+ * new peer's acknowledgment must not bring the link up with that address.
  */
 static bool ntrdma_peer_acked(struct ntrdma_dev *ndev)
 {
@@ -260,7 +260,7 @@ static bool ntrdma_peer_acked(struct ntrdma_dev *ndev)
 	if (!ndev->peer_epoch ||
 	    ntb_spad_read(ntb, NTRDMA_SPAD_ACK) != ndev->epoch)
 		return false;
-	rmb(); /* the acknowledgement before the epoch written ahead of it */
+	rmb(); /* the acknowledgment before the epoch written ahead of it */
 	return ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) == ndev->peer_epoch &&
 	       ntb_spad_read(ntb, NTRDMA_SPAD_MAGIC) == NTRDMA_MAGIC;
 }
