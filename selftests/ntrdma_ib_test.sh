@@ -108,11 +108,30 @@ ll_ready() {
 wait_for 10 ll_ready || ktap_diag "$NETDEV: no carrier or link-local address: $(ip -br addr show dev "$NETDEV")"
 # The suite's DataPath tests need both ends in this guest: in the loop
 # topology the responder is the other port's device (unset: they skip).
+# Its CrossHost tests put the responder in ntrdma_verbs_agent on the other
+# host (pair; in loop: the other port's device), driven over TCP: over the
+# netdevs in pair, over lo in loop.
+AGENT_PORT=7471
 if ! is_pair; then
 	NTRDMA_PEER_IBDEV=$(ibdev_of "$REMOTE_DEV")
 	export NTRDMA_PEER_IBDEV
 	ktap_diag "verbs suite: requester $IBDEV, responder ${NTRDMA_PEER_IBDEV:-none}"
+	ip link set lo up
+	AGENT_DEV=$NTRDMA_PEER_IBDEV AGENT_ADDR=127.0.0.1
+else
+	AGENT_DEV=$(peer ". $NTRDMA_ROOT/selftests/lib/env.sh; . $NTRDMA_ROOT/selftests/lib/verbs.sh; ibdev_of $REMOTE_DEV")
+	ip addr replace 10.79.3.1/24 dev "$NETDEV"
+	peer "for i in \$(ls /sys/class/net); do
+		[ \"\$(ethtool -i \$i 2>/dev/null | sed -n 's/^bus-info: //p')\" = $REMOTE_DEV ] && ip addr replace 10.79.3.2/24 dev \$i
+	done"
+	AGENT_ADDR=10.79.3.2
+	wait_for 15 ping -c 1 -W 1 "$AGENT_ADDR" >/dev/null ||
+		ktap_diag "no ping to the agent's host $AGENT_ADDR over $NETDEV"
 fi
+ktap_diag "cross-host tests: agent on ${AGENT_DEV:-none} at $AGENT_ADDR:$AGENT_PORT"
+peer "timeout 1200 $VERBS_AGENT $AGENT_DEV $AGENT_PORT $AGENT_ADDR" >"$NTRDMA_OUT/verbs_agent.log" 2>&1 &
+agent=$!
+export NTRDMA_AGENT=$AGENT_ADDR:$AGENT_PORT
 # How the suite takes the peer away and back (its link-loss case).
 if is_pair; then
 	export NTRDMA_PEER_DOWN_CMD="remote modprobe -r ntrdma"
@@ -123,7 +142,12 @@ else
 fi
 if [ "$NGTEST" -gt 0 ]; then
 	out=$NTRDMA_OUT/verbs_tests.$$
-	"$VERBS_TESTS" >"$out" 2>&1
+	# The cross-host tests first: the link-loss test re-creates the peer's
+	# netdev (and so drops the agent's address).
+	"$VERBS_TESTS" --gtest_filter='CrossHost.*' >"$out" 2>&1
+	peer "pkill -f '^[^ ]*/ntrdma_verbs_agent '" >/dev/null 2>&1
+	wait "$agent" 2>/dev/null
+	"$VERBS_TESTS" --gtest_filter='-CrossHost.*' >>"$out" 2>&1
 	# each failure with its message (what was expected, what came)
 	grep -A6 ': Failure$' "$out" | grep -v '^\[ RUN' | head -60 | sed 's/^/# /'
 	while read -r name; do

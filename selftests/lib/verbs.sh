@@ -5,6 +5,7 @@
 
 PROVIDER_DIR=$NTRDMA_ROOT/build/user/rdma/provider
 VERBS_TESTS=$NTRDMA_ROOT/build/user/rdma/tests/verbs/ntrdma_verbs_tests
+VERBS_AGENT=$NTRDMA_ROOT/build/user/rdma/tests/verbs/ntrdma_verbs_agent
 
 # Make libibverbs (rdma-core 44) find the ntrdma provider, on both sides.
 # libibverbs reads every *.driver file in /etc/libibverbs.d; a "driver NAME"
