@@ -292,6 +292,18 @@ class CrossHost : public ::testing::Test {
         EXPECT_TRUE(RWaitState(IBV_QPS_ERR)) << "the responder's QP is not in ERR";
     }
 
+    // 64 bytes from a fresh local buffer to raddr/rkey: REM_ACCESS_ERR.
+    void ExpectAccessError(ibv_wr_opcode op, uint64_t raddr, uint32_t rkey) {
+        Buf* src = Reg(64, kLocal);
+        ASSERT_FALSE(HasFailure());
+        Wr w;
+        w.op = op;
+        w.sge = {src->sge(0, 64)};
+        w.raddr = raddr;
+        w.rkey = rkey;
+        ExpectRemoteError(w, IBV_WC_REM_ACCESS_ERR);
+    }
+
     static uint64_t LocalHash(const uint8_t* p, size_t n) { return Hash(p, n); }
     static uint64_t GuardHash(size_t n) {
         std::vector<uint8_t> g(n, 0xEE);
@@ -556,70 +568,40 @@ TEST_F(CrossHost, SixteenSgeGatherAndScatter) {
 
 TEST_F(CrossHost, BadRkeyIsRemoteAccessError) {
     ASSERT_NO_FATAL_FAILURE(ConnectQp());
-    Buf* src = Reg(64, kLocal);
     RBuf dst = RReg(64, kRemoteAll);
     ASSERT_FALSE(HasFailure());
-    Wr w;
-    w.op = IBV_WR_RDMA_WRITE;
-    w.sge = {src->sge(0, 64)};
-    w.raddr = dst.a();
-    w.rkey = dst.rkey ^ 0x80;  // another tag
-    ExpectRemoteError(w, IBV_WC_REM_ACCESS_ERR);
+    ExpectAccessError(IBV_WR_RDMA_WRITE, dst.a(), dst.rkey ^ 0x80);  // another tag
     EXPECT_EQ(RHash(dst, 0, 64), Hash(std::vector<uint8_t>(64, 0).data(), 64))
         << "the target was written";
 }
 
 TEST_F(CrossHost, RemoteRangeOverflowIsRemoteAccessError) {
     ASSERT_NO_FATAL_FAILURE(ConnectQp());
-    Buf* src = Reg(64, kLocal);
     RBuf dst = RReg(4096, kRemoteAll);
     ASSERT_FALSE(HasFailure());
-    Wr w;
-    w.op = IBV_WR_RDMA_READ;
-    w.sge = {src->sge(0, 64)};
-    w.raddr = dst.a(4096 - 32);  // runs 32 bytes past the MR
-    w.rkey = dst.rkey;
-    ExpectRemoteError(w, IBV_WC_REM_ACCESS_ERR);
+    ExpectAccessError(IBV_WR_RDMA_READ, dst.a(4096 - 32), dst.rkey);  // 32 bytes past the MR
 }
 
 TEST_F(CrossHost, MissingRemoteWriteAccessIsRemoteAccessError) {
     ASSERT_NO_FATAL_FAILURE(ConnectQp());
-    Buf* src = Reg(64, kLocal);
     RBuf dst = RReg(64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
     ASSERT_FALSE(HasFailure());
-    Wr w;
-    w.op = IBV_WR_RDMA_WRITE;
-    w.sge = {src->sge(0, 64)};
-    w.raddr = dst.a();
-    w.rkey = dst.rkey;
-    ExpectRemoteError(w, IBV_WC_REM_ACCESS_ERR);
+    ExpectAccessError(IBV_WR_RDMA_WRITE, dst.a(), dst.rkey);
 }
 
 TEST_F(CrossHost, RkeyOfAnotherPdIsRemoteAccessError) {
     ASSERT_NO_FATAL_FAILURE(ConnectQp());
-    Buf* src = Reg(64, kLocal);
     RBuf dst = RReg(64, kRemoteAll, 1);  // the agent's second PD
     ASSERT_FALSE(HasFailure());
-    Wr w;
-    w.op = IBV_WR_RDMA_WRITE;
-    w.sge = {src->sge(0, 64)};
-    w.raddr = dst.a();
-    w.rkey = dst.rkey;
-    ExpectRemoteError(w, IBV_WC_REM_ACCESS_ERR);
+    ExpectAccessError(IBV_WR_RDMA_WRITE, dst.a(), dst.rkey);
 }
 
 TEST_F(CrossHost, DeregisteredRemoteMrIsRemoteAccessError) {
     ASSERT_NO_FATAL_FAILURE(ConnectQp());
-    Buf* src = Reg(64, kLocal);
     RBuf dst = RReg(64, kRemoteAll);
     ASSERT_FALSE(HasFailure());
     Ok("dereg " + std::to_string(dst.id));
-    Wr w;
-    w.op = IBV_WR_RDMA_WRITE;
-    w.sge = {src->sge(0, 64)};
-    w.raddr = dst.a();
-    w.rkey = dst.rkey;
-    ExpectRemoteError(w, IBV_WC_REM_ACCESS_ERR);
+    ExpectAccessError(IBV_WR_RDMA_WRITE, dst.a(), dst.rkey);
 }
 
 TEST_F(CrossHost, ReceiveTooSmallErrorsOnBothEnds) {
