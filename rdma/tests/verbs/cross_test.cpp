@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "verbs_util.h"
+#include "verbs_util.hpp"
 
 namespace {
 

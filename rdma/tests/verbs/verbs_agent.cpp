@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-#include "verbs_util.h"
+#include "verbs_util.hpp"
 
 namespace {
 

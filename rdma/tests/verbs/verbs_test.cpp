@@ -35,7 +35,7 @@
 #include <thread>
 #include <vector>
 
-#include "verbs_util.h"
+#include "verbs_util.hpp"
 
 namespace {
 

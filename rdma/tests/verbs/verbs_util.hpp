@@ -3,8 +3,8 @@
 // Helpers shared by the verbs conformance suite and its agent (the far end
 // of the cross-host tests): device selection, RC QP set-up, posting,
 // polling, test patterns.
-#ifndef NTRDMA_VERBS_UTIL_H
-#define NTRDMA_VERBS_UTIL_H
+#ifndef NTRDMA_VERBS_UTIL_HPP
+#define NTRDMA_VERBS_UTIL_HPP
 
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
@@ -345,4 +345,4 @@ inline uint64_t Hash(const uint8_t* p, size_t n) {
 
 }  // namespace ntv
 
-#endif  // NTRDMA_VERBS_UTIL_H
+#endif  // NTRDMA_VERBS_UTIL_HPP
