@@ -41,6 +41,16 @@ else
 	result ok "sparse clean"
 fi
 
+echo "# lint: clang-format (C++ programs and tests)"
+unformatted=$(cd "$ROOT" && git ls-files -co --exclude-standard '*.cpp' '*.hpp' |
+	while read -r f; do clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || echo "$f"; done)
+if [ -z "$unformatted" ]; then
+	result ok "clang-format clean"
+else
+	echo "$unformatted" | sed 's/^/# unformatted: /'
+	result fail "clang-format clean"
+fi
+
 echo "# unit tests (ctest)"
 (cd "$ROOT/build/user" && ctest --output-on-failure) > "$OUT/ctest.log" 2>&1
 sed 's/^/# /' "$OUT/ctest.log" | grep -E 'Test +#|tests passed|Failed' | head -200
