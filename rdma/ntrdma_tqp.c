@@ -15,7 +15,9 @@
  *
  * With DMA, data and completion go on one channel in order; the producer
  * index and the doorbell follow from the completion callback, which is also
- * where the sender learns that its buffers are free again (send_done).
+ * where the sender learns that its buffers are free again (send_done). A
+ * message of at most tx_copybreak bytes that finds no DMA copy of its TQP in
+ * flight is copied by the CPU instead, as without a channel.
  *
  * Sessions: positions start at epoch ^ peer_epoch, so a descriptor, index or
  * completion left over from an earlier session fails the sequence checks.
@@ -26,12 +28,24 @@
 #include <linux/dma-mapping.h>
 #include <linux/highmem.h>
 #include <linux/io.h>
+#include <linux/moduleparam.h>
 #include <linux/slab.h>
 #include <linux/wait.h>
 
 #include "ntrdma.h"
 
 #define TQP_RING	NTRDMA_TQP_RING
+
+/*
+ * A DMA descriptor, its completion interrupt and callback cost more than a
+ * CPU copy of a few hundred bytes (ntb_transport's copy_bytes makes the same
+ * trade). A message this small goes by CPU when no earlier DMA copy of its
+ * TQP is outstanding, so order within the TQP holds.
+ */
+static unsigned int tx_copybreak = 1024;
+module_param(tx_copybreak, uint, 0644);
+MODULE_PARM_DESC(tx_copybreak,
+		 "With a DMA channel, send messages up to this many bytes by CPU copy when the queue has no DMA in flight (default 1024, 0: always DMA)");
 
 static struct ntrdma_wire_tqp __iomem *tqp_peer(struct ntrdma_tqp *qp)
 {
@@ -560,7 +574,8 @@ int ntrdma_tqp_send(struct ntrdma_tqp *qp, const struct ntrdma_tqp_sge *sg,
 	c.seq = qp->tx_pos;
 	c.meta = meta;
 	s = &qp->slot[ntrdma_ring_idx(qp->tx_pos, TQP_RING)];
-	if (ndev->dma_chan) {
+	if (ndev->dma_chan && (len > READ_ONCE(tx_copybreak) ||
+			       qp->tx_done != qp->tx_pos)) {
 		s->qp = qp;
 		s->cookie = cookie;
 		s->len = len;
@@ -593,15 +608,16 @@ out:
 	return rc;
 }
 
-/* Publish what was sent with @more (CPU path), or start the DMA queue. */
+/*
+ * Start the DMA queue and publish what the CPU copied with @more (copies
+ * finished in order up to tx_done: the DMA callbacks publish the rest).
+ */
 void ntrdma_tqp_send_flush(struct ntrdma_tqp *qp)
 {
 	unsigned long flags;
 
-	if (qp->ndev->dma_chan) {
+	if (qp->ndev->dma_chan)
 		dma_async_issue_pending(qp->ndev->dma_chan);
-		return;
-	}
 	spin_lock_irqsave(&qp->tx_lock, flags);
 	if (READ_ONCE(qp->active))
 		tqp_publish(qp, qp->tx_done);
