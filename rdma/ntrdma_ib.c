@@ -18,9 +18,15 @@
  *    MAC). The address vector itself selects nothing: there is one peer.
  * The port does NOT advertise the MAD, SMI, SA or CM capabilities (so
  * ib_mad, ib_umad, ib_sa and ib_cm leave it alone): there is no subnet
- * manager, the port is ACTIVE whenever the shared link is up. rdma_cm needs
- * those (a GSI QP1 carrying CM MADs), which the data path does not offer
- * yet. The netdev tie (rdma link: netdev ntr%d) is kept for users.
+ * manager, the port is ACTIVE whenever the shared link is up. The netdev
+ * tie (rdma link: netdev ntr%d) is kept for users.
+ *
+ * rdma_cm accepts an IB-protocol port only behind an IPoIB netdev, and
+ * ntr%d is Ethernet; it also asks port 1 alone whether a device can
+ * listen. So the port's core protocol is iWARP with the iw_cm capability
+ * (connections through ntrdma_cm.c over the command channel), while what
+ * users see stays InfiniBand: the link layer, the LID, GID 0. GID 1 holds
+ * the netdev's MAC, the key by which rdma_cm finds an iWARP port.
  */
 
 #include <linux/etherdevice.h>
@@ -28,6 +34,7 @@
 #include <linux/mm.h>
 #include <linux/vmalloc.h>
 #include <rdma/ib_mad.h>
+#include <rdma/iw_cm.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "ntrdma_ib.h"
@@ -201,7 +208,7 @@ static int ntrdma_query_port(struct ib_device *ibdev, u32 port,
 	struct ntrdma_ib *nib = to_nib(ibdev);
 	bool up = ntrdma_link_is_up(nib->ndev);
 
-	/* The core zeroed attr. */
+	/* The core zeroed attr (or filled in the netdev's view: ours wins). */
 	attr->state = up ? IB_PORT_ACTIVE : IB_PORT_DOWN;
 	attr->phys_state = up ? IB_PORT_PHYS_STATE_LINK_UP :
 				IB_PORT_PHYS_STATE_DISABLED;
@@ -222,9 +229,18 @@ static int ntrdma_query_port(struct ib_device *ibdev, u32 port,
 static int ntrdma_query_gid(struct ib_device *ibdev, u32 port, int index,
 			    union ib_gid *gid)
 {
+	struct net_device *netdev;
+
 	if (index >= NTRDMA_GID_TBL_LEN)
 		return -EINVAL;
 	memset(gid, 0, sizeof(*gid));
+	if (index == 1) {
+		/* iWARP style: the MAC (what rdma_cm looks an address up by). */
+		netdev = ntrdma_net_netdev(to_nib(ibdev)->ndev);
+		if (netdev)
+			memcpy(gid->raw, netdev->dev_addr, ETH_ALEN);
+		return 0;
+	}
 	gid->global.subnet_prefix = cpu_to_be64(0xfe80000000000000ULL);
 	gid->global.interface_id = ibdev->node_guid;
 	return 0;
@@ -245,13 +261,14 @@ static int ntrdma_get_port_immutable(struct ib_device *ibdev, u32 port,
 	struct ib_port_attr attr = {};
 	int rc;
 
-	rc = ib_query_port(ibdev, port, &attr);
+	/* ib_query_port() needs the protocol this decides. */
+	rc = ntrdma_query_port(ibdev, port, &attr);
 	if (rc)
 		return rc;
 	immutable->pkey_tbl_len = attr.pkey_tbl_len;
 	immutable->gid_tbl_len = attr.gid_tbl_len;
-	/* IB addressing; no MAD/SMI/SA/CM (no subnet manager; see top). */
-	immutable->core_cap_flags = RDMA_CORE_CAP_PROT_IB;
+	/* iw_cm for rdma_cm; no MAD/SMI/SA (no subnet manager; see top). */
+	immutable->core_cap_flags = RDMA_CORE_PORT_IWARP;
 	immutable->max_mad_size = 0;
 	return 0;
 }
@@ -326,6 +343,14 @@ static const struct ib_device_ops ntrdma_ib_ops = {
 	.get_hw_stats = ntrdma_get_hw_stats,
 	.get_link_layer = ntrdma_get_link_layer,
 	.get_port_immutable = ntrdma_get_port_immutable,
+	.iw_accept = ntrdma_iw_accept,
+	.iw_add_ref = ntrdma_iw_add_ref,
+	.iw_connect = ntrdma_iw_connect,
+	.iw_create_listen = ntrdma_iw_create_listen,
+	.iw_destroy_listen = ntrdma_iw_destroy_listen,
+	.iw_get_qp = ntrdma_iw_get_qp,
+	.iw_reject = ntrdma_iw_reject,
+	.iw_rem_ref = ntrdma_iw_rem_ref,
 	.map_mr_sg = ntrdma_map_mr_sg,
 	.mmap = ntrdma_mmap,
 	.mmap_free = ntrdma_mmap_free,
@@ -379,6 +404,9 @@ int ntrdma_ib_add(struct ntrdma_dev *ndev)
 	rc = ntrdma_vx_init(nib);
 	if (rc)
 		goto err_mem;
+	rc = ntrdma_cm_init(nib);
+	if (rc)
+		goto err_vx;
 
 	ibdev->node_type = RDMA_NODE_IB_CA;
 	ibdev->phys_port_cnt = 1;
@@ -397,18 +425,23 @@ int ntrdma_ib_add(struct ntrdma_dev *ndev)
 
 	rc = ib_device_set_netdev(ibdev, netdev, 1);
 	if (rc)
-		goto err_mem;
+		goto err_cm;
+	strscpy(ibdev->iw_ifname, netdev_name(netdev), sizeof(ibdev->iw_ifname));
+	ibdev->iw_driver_flags = IW_F_NO_PORT_MAP;
 	/* No DMA device: the core uses virtual addresses (as rxe and siw). */
 	rc = ib_register_device(ibdev, "ntrdma%d", NULL);
 	if (rc)
-		goto err_mem;
+		goto err_cm;
 	ndev->ib = nib;
 	dev_info(&ndev->ntb->dev, "%s: verbs device %s on %s\n", ndev->name,
 		 dev_name(&ibdev->dev), netdev_name(netdev));
 	return 0;
 
-err_mem:
+err_cm:
+	ntrdma_cm_fini(nib);
+err_vx:
 	ntrdma_vx_fini(nib, true);	/* nothing was posted yet */
+err_mem:
 	ntrdma_mem_fini(nib);
 err_dealloc:
 	xa_destroy(&nib->qp_xa);
@@ -428,6 +461,7 @@ void ntrdma_ib_del(struct ntrdma_dev *ndev)
 	ndev->ib = NULL;
 	ib_unregister_device(&nib->ibdev);	/* waits for/evicts users */
 	WARN_ON(!xa_empty(&nib->qp_xa) || !xa_empty(&nib->cq_xa));
+	ntrdma_cm_fini(nib);
 	/* The session is over; the peer left it unless we are told not. */
 	ntrdma_vx_fini(nib, ndev->peer_quiet);
 	ntrdma_mem_fini(nib);
@@ -470,4 +504,5 @@ void ntrdma_ib_link_down(struct ntrdma_dev *ndev)
 	/* Sends in flight complete before the QPs are flushed. */
 	ntrdma_vx_stop(ndev->ib);
 	ntrdma_qps_link_down(ndev->ib);
+	ntrdma_cm_link_down(ndev->ib);
 }

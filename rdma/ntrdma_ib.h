@@ -30,7 +30,7 @@
 #define NTRDMA_MAX_MR_SIZE	BIT_ULL(40)
 #define NTRDMA_MAX_RD_ATOM	16
 #define NTRDMA_MAX_FRPL		512	/* fast-reg page list entries */
-#define NTRDMA_GID_TBL_LEN	1
+#define NTRDMA_GID_TBL_LEN	2	/* 0: fe80::EUI-64, 1: the MAC (rdma_cm) */
 #define NTRDMA_FIRST_QPN	2	/* 0 and 1 are special in IB */
 
 struct ntrdma_vx;
@@ -68,6 +68,13 @@ struct ntrdma_ib {
 	u32 cq_next;
 	atomic_t num_pd;
 	atomic_t num_srq;
+
+	/* connection manager (ntrdma_cm.c) */
+	struct mutex cm_mutex;		/* every CM state change */
+	struct list_head cm_listeners;
+	struct xarray cep_xa;		/* connection id -> struct ntrdma_cep */
+	u32 cep_next;
+	struct workqueue_struct *cm_wq;
 };
 
 struct ntrdma_ucontext {
@@ -264,6 +271,12 @@ struct ntrdma_qp {
 
 	/* statistics */
 	u64 tx_msgs, rx_msgs, rnr_naks;
+
+	/* rdma_cm (ntrdma_cm.c): the connection, under sq_lock */
+	bool cm;			/* INIT the way rdma_cm does it */
+	struct ntrdma_cep *cep;
+	atomic_t iw_refs;		/* the iw_cm's references */
+	wait_queue_head_t cm_wait;
 };
 
 static inline struct ntrdma_ib *to_nib(struct ib_device *ibdev)
@@ -420,6 +433,26 @@ void ntrdma_qps_link_down(struct ntrdma_ib *nib);
 int ntrdma_ring_post_recv(struct ntrdma_ring *ring, spinlock_t *lock,
 			  u32 max_sge, const struct ib_recv_wr *wr,
 			  const struct ib_recv_wr **bad_wr);
+
+int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, struct ib_qp_attr *attr);
+void ntrdma_qp_cm_disconnected(struct ntrdma_qp *qp);
+
+/* ntrdma_cm.c */
+struct iw_cm_id;
+struct iw_cm_conn_param;
+int ntrdma_cm_init(struct ntrdma_ib *nib);
+void ntrdma_cm_fini(struct ntrdma_ib *nib);
+void ntrdma_cm_link_down(struct ntrdma_ib *nib);
+void ntrdma_cm_qp_down(struct ntrdma_qp *qp);
+void ntrdma_cm_qp_destroy(struct ntrdma_qp *qp);
+int ntrdma_iw_connect(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param);
+int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param);
+int ntrdma_iw_reject(struct iw_cm_id *cm_id, const void *pdata, u8 pdata_len);
+int ntrdma_iw_create_listen(struct iw_cm_id *cm_id, int backlog);
+int ntrdma_iw_destroy_listen(struct iw_cm_id *cm_id);
+void ntrdma_iw_add_ref(struct ib_qp *ibqp);
+void ntrdma_iw_rem_ref(struct ib_qp *ibqp);
+struct ib_qp *ntrdma_iw_get_qp(struct ib_device *ibdev, int qpn);
 
 /* ntrdma_srq.c */
 int ntrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,

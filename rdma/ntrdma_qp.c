@@ -67,6 +67,7 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	INIT_WORK(&qp->tx_work, ntrdma_qp_tx_work);
 	INIT_LIST_HEAD(&qp->tx_wait);
 	init_waitqueue_head(&qp->seg_wait);
+	init_waitqueue_head(&qp->cm_wait);
 	spin_lock_init(&qp->seg_lock);
 	ntrdma_req_init(qp);
 	qp->user = !!udata;
@@ -146,6 +147,9 @@ err_destroy:
 }
 
 static void ntrdma_qp_reset_locked(struct ntrdma_qp *qp);
+static bool ntrdma_cm_modify_ok(struct ntrdma_qp *qp, enum ib_qp_state cur,
+				enum ib_qp_state next, struct ib_qp_attr *attr,
+				int mask);
 
 int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
@@ -162,6 +166,8 @@ int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	mutex_lock(&nib->qp_lock);	/* not while a table walk uses it */
 	xa_erase(&nib->qp_xa, ibqp->qp_num);
 	mutex_unlock(&nib->qp_lock);
+	/* Its rdma_cm connection ends; the iw_cm lets go of it. */
+	ntrdma_cm_qp_destroy(qp);
 	/* ...no work, timer or wake-up can find it any more... */
 	ntrdma_vx_qp_fini(qp);
 	ntrdma_vx_flush_rx(nib);
@@ -305,6 +311,7 @@ static void ntrdma_qp_error_ev(struct ntrdma_qp *qp, bool event,
 	struct ib_event e;
 
 	WRITE_ONCE(qp->state, IB_QPS_ERR);
+	ntrdma_cm_qp_down(qp);
 	ntrdma_req_flush(qp, true);
 	ntrdma_sq_flush_ring(qp);
 	ntrdma_resp_flush(qp, true);
@@ -389,6 +396,7 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	struct ntrdma_qp *qp = to_nqp(ibqp);
 	enum ib_qp_state cur, next;
 	unsigned long flags;
+	bool ib_ok;
 	int rc;
 
 	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
@@ -403,7 +411,8 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur)
 		goto out;
 	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
-	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask))
+	ib_ok = ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask);
+	if (!ib_ok && !ntrdma_cm_modify_ok(qp, cur, next, attr, mask))
 		goto out;
 	rc = ntrdma_check_qp_attr(attr, mask);
 	if (rc)
@@ -456,8 +465,12 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		ntrdma_req_reset(qp);
 	if (next == IB_QPS_ERR && qp->state != IB_QPS_ERR)
 		ntrdma_qp_error_ev(qp, false, 0);
+	if (next == IB_QPS_SQD || next == IB_QPS_RESET)
+		ntrdma_cm_qp_down(qp);	/* rdma_cm: the connection ends */
 	WRITE_ONCE(qp->state, next);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	if (cur == IB_QPS_RESET && next == IB_QPS_INIT)
+		qp->cm = !ib_ok;
 	rc = 0;
 	/* Work posted before RTS, or answers owed since RTR. */
 	if (next == IB_QPS_RTS)
@@ -465,6 +478,86 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 out:
 	mutex_unlock(&qp->lock);
 	return rc;
+}
+
+/*
+ * What rdma_cm does to a QP it connects (the iWARP rules of the iw_cm,
+ * where the connection manager, not modify_qp, connects the QP): RESET->
+ * INIT with exactly the state, port and access (no P_Key: that marks the QP
+ * as rdma_cm's), then on such a QP INIT->INIT and INIT->RTR with access,
+ * and the port alone without a state (rdma_cm's "RTS" step);
+ * ntrdma_qp_cm_connect() makes it RTS. Everything else: the IB rules.
+ */
+static bool ntrdma_cm_modify_ok(struct ntrdma_qp *qp, enum ib_qp_state cur,
+				enum ib_qp_state next, struct ib_qp_attr *attr,
+				int mask)
+{
+	const int cm_init = IB_QP_STATE | IB_QP_PORT | IB_QP_ACCESS_FLAGS;
+
+	if (qp->ibqp.qp_type != IB_QPT_RC)
+		return false;
+	if (cur == IB_QPS_RESET)
+		return next == IB_QPS_INIT && mask == cm_init;
+	if (!qp->cm || (mask & ~(cm_init | IB_QP_CUR_STATE)))
+		return false;
+	if (!(mask & IB_QP_STATE))
+		return true;	/* attributes only: port (checked), access */
+	return cur == IB_QPS_INIT &&
+	       (next == IB_QPS_INIT || next == IB_QPS_RTR);
+}
+
+/*
+ * rdma_cm connected @qp (CM port, INIT/RTR/RTS, nothing sent yet) to the
+ * peer's QP attr->dest_qp_num: RTS, both message sequences from 0.
+ */
+int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, struct ib_qp_attr *attr)
+{
+	unsigned long flags;
+	int rc = -EINVAL;
+
+	if (attr->dest_qp_num > 0xffffff)
+		return -EINVAL;
+	mutex_lock(&qp->lock);
+	if ((qp->state != IB_QPS_INIT && qp->state != IB_QPS_RTR &&
+	     qp->state != IB_QPS_RTS))
+		goto out;
+	qp->dest_qp_num = attr->dest_qp_num;
+	/* What rdma_cm grants a QP with responder resources (the MRs'
+	 * own access flags still decide): the active side was made INIT
+	 * with none.
+	 */
+	qp->qp_access_flags |= IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ |
+			       IB_ACCESS_REMOTE_ATOMIC;
+	qp->sq_psn = 0;
+	qp->rq_psn = 0;
+	qp->path_mtu = IB_MTU_4096;
+	qp->max_rd_atomic = attr->max_rd_atomic;
+	qp->max_dest_rd_atomic = NTRDMA_MAX_RD_ATOM;
+	qp->min_rnr_timer = 12;		/* 0.64 ms */
+	qp->timeout = 14;
+	qp->retry_cnt = 7;
+	qp->rnr_retry = 7;		/* as iWARP: wait for receives */
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	ntrdma_resp_reset(qp);
+	ntrdma_req_reset(qp);
+	WRITE_ONCE(qp->state, IB_QPS_RTS);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	rc = 0;
+	ntrdma_qp_tx(qp);
+out:
+	mutex_unlock(&qp->lock);
+	return rc;
+}
+
+/* The peer ended the rdma_cm connection: ERR, flushed (cm_mutex held). */
+void ntrdma_qp_cm_disconnected(struct ntrdma_qp *qp)
+{
+	mutex_lock(&qp->lock);
+	spin_lock_irq(&qp->sq_lock);
+	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET)
+		ntrdma_qp_error_ev(qp, false, 0);
+	spin_unlock_irq(&qp->sq_lock);
+	mutex_unlock(&qp->lock);
 }
 
 /* Link down: connected QPs to ERR, flushed, with IB_EVENT_QP_FATAL. */

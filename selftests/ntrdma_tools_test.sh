@@ -248,6 +248,17 @@ run_perftest() { # TEST ARGS...
 		sub(/^ +/, "", h); sub(/^ +/, "", l)
 		n = split(h, H, " +"); split(l, L, " +")
 		for (i = 1; i <= n; i++) if (H[i] ~ c) { print L[i]; exit } }')
+	# A latency test times the same ping-pong on both ends; perftest's cycle
+	# clock sometimes fails under TCG ("inf" on one end): take the other's.
+	if [[ $test == *_lat ]] && ! positive "$v"; then
+		hdr=$(grep -m1 '^ *#bytes' <<<"$SOUT")
+		line=$(grep -A1 -m1 '^ *#bytes' <<<"$SOUT" | tail -n 1)
+		v=$(awk -v h="$hdr" -v l="$line" -v c="$col" 'BEGIN {
+			sub(/^ +/, "", h); sub(/^ +/, "", l)
+			n = split(h, H, " +"); split(l, L, " +")
+			for (i = 1; i <= n; i++) if (H[i] ~ c) { print L[i]; exit } }')
+		[ -n "$v" ] && ktap_diag "ib_$test: the client's clock gave no figure; the server's: $v"
+	fi
 	if [ "$CRC" = 0 ] && [ "$SRC" = 0 ] && positive "$v"; then ok=1; fi
 	if [[ $test == *_lat ]]; then v="${v:-?} usec typical"; else v="${v:-?} MB/s average"; fi
 	verdict "ib_$test" $ok "$v ($(xargs <<<"$line"))" "$scmd" "$ccmd"

@@ -304,11 +304,17 @@ static int kv_side_connect(struct kv_side *s, struct kv_side *o, u32 psn,
 	a.rq_psn = opsn;
 	a.max_dest_rd_atomic = 4;
 	a.min_rnr_timer = 12;
+	/*
+	 * The port connects rdma_cm through the iw_cm (its core protocol is
+	 * iWARP, no IB address type); the address vector names the one peer
+	 * either way. Anything else (RoCE, OPA) would be a wrong port.
+	 */
 	a.ah_attr.type = rdma_ah_find_type(s->dev, 1);
-	if (a.ah_attr.type != RDMA_AH_ATTR_TYPE_IB) {
-		kv_diag("%s: address type %d, expected IB (%d)",
+	if (a.ah_attr.type != RDMA_AH_ATTR_TYPE_IB &&
+	    a.ah_attr.type != RDMA_AH_ATTR_TYPE_UNDEFINED) {
+		kv_diag("%s: address type %d, expected IB (%d) or none (%d)",
 			dev_name(&s->dev->dev), a.ah_attr.type,
-			RDMA_AH_ATTR_TYPE_IB);
+			RDMA_AH_ATTR_TYPE_IB, RDMA_AH_ATTR_TYPE_UNDEFINED);
 		return -EINVAL;
 	}
 	rdma_ah_set_dlid(&a.ah_attr, pa.lid);

@@ -150,6 +150,20 @@ TEST_F(Verbs, QueryPortLinkLayerLidAndGid) {
     EXPECT_NE(ibv_query_port(ctx_, 2, &p), 0);
 }
 
+// GID 1 holds the netdev's MAC: rdma_cm finds the device by it (the port
+// connects through the iw_cm, see ntrdma_cm.c).
+TEST_F(Verbs, GidOneIsTheMacForRdmaCm) {
+    ibv_port_attr p{};
+    ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);
+    EXPECT_EQ(p.gid_tbl_len, 2);
+    ibv_gid gid{};
+    ASSERT_EQ(ibv_query_gid(ctx_, 1, 1, &gid), 0);
+    bool mac_set = false;
+    for (int i = 0; i < 6; i++) mac_set |= gid.raw[i] != 0;
+    EXPECT_TRUE(mac_set);
+    for (int i = 6; i < 16; i++) EXPECT_EQ(gid.raw[i], 0) << "byte " << i;
+}
+
 // ---- PD and MR ----
 
 TEST_F(Verbs, PdCreateDestroy) {

@@ -1,0 +1,863 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA connection manager: the iw_cm verbs, so that rdma_cm (rping, qperf
+ * -cm1, perftest -R, kernel ULPs) connects RC QPs over the NTB.
+ *
+ * rdma_cm accepts an InfiniBand-protocol port only behind an IPoIB
+ * netdev, and ntr%d is Ethernet, so the port's core protocol is iWARP with
+ * the iw_cm capability (ntrdma_ib.c; users still see an IB port), GID 1 the
+ * netdev's MAC; rdma_cm resolves IP addresses to it. A QP that rdma_cm moves
+ * to INIT follows the masks it uses for iWARP (ntrdma_qp.c), and this file
+ * moves it to RTS once both ends agree. The tools that connect QPs
+ * themselves (modify_qp with the peer's QPN) are not affected.
+ *
+ * The messages travel over the command channel: REQ (addresses, QPN,
+ * IRD/ORD, private data) is answered at once by the peer (a listener took
+ * it, or -ECONNREFUSED); the passive side's ACCEPT or REJECT follows later
+ * as a request of its own; DISC ends an established connection. Every
+ * message is checked before use (the peer is not trusted): lengths, address
+ * family, connection ids, QP numbers.
+ *
+ * Lifetimes: a connection end (cep) holds a reference on its iw_cm_id while
+ * it may still call it back. The iw_cm holds references on the QP
+ * (iw_add_ref) while it may modify it; destroy_qp ends the connection and
+ * waits for them. Every connect gets an answer (accept, reject, the timeout,
+ * link loss or the QP's end): the 6.1 iw_cm BUG()s when a cm_id is
+ * destroyed with its connect unanswered.
+ *
+ * Locking: nib->cm_mutex serializes every state change; it is never held
+ * across a command-channel call (the answer comes through the same work
+ * that runs the peer's requests to us).
+ */
+
+#include <linux/inet.h>
+#include <linux/in6.h>
+#include <linux/slab.h>
+#include <rdma/iw_cm.h>
+
+#include "ntrdma_ib.h"
+
+#define NTRDMA_CM_TIMEOUT_MS	10000	/* a connect waits this long */
+#define NTRDMA_CMD_CM_REQ	8
+#define NTRDMA_CMD_CM_ACCEPT	9
+#define NTRDMA_CMD_CM_REJECT	10
+#define NTRDMA_CMD_CM_DISC	11
+
+/* On the wire (command data, NTRDMA_CMD_DATA bytes at most). */
+struct ntrdma_wire_cm {
+	u32 cep;		/* the sender's connection id */
+	u32 peer_cep;		/* the receiver's (0 in REQ) */
+	u32 qpn;		/* the sender's QP */
+	u8 ird, ord;
+	u8 family;		/* AF_INET or AF_INET6 (REQ) */
+	u8 pdata_len;
+	__be16 sport, dport;	/* the sender's port, the one it asks for */
+	u8 saddr[16], daddr[16];
+	u8 pdata[];
+};
+
+#define NTRDMA_CM_PDATA_MAX	(NTRDMA_CMD_DATA - sizeof(struct ntrdma_wire_cm))
+
+enum ntrdma_cep_state {
+	CEP_CONNECTING,		/* active: REQ sent, no answer yet */
+	CEP_REQ_RCVD,		/* passive: listener told, no accept yet */
+	CEP_ACCEPTING,		/* passive: ACCEPT on its way */
+	CEP_ESTABLISHED,
+	CEP_CLOSED,
+};
+
+struct ntrdma_cep {
+	struct ntrdma_ib *nib;
+	u32 id, peer_id, peer_qpn;
+	enum ntrdma_cep_state state;
+	struct iw_cm_id *cm_id;		/* referenced while set */
+	struct ntrdma_qp *qp;		/* qp->cep points back */
+	u8 ird, ord;
+	struct sockaddr_storage laddr, raddr;
+	bool notify_peer;		/* close: send DISC */
+	struct work_struct close_work;
+	struct delayed_work timeout;
+	struct work_struct free_work;
+};
+
+struct ntrdma_cm_listener {
+	struct list_head list;
+	struct iw_cm_id *cm_id;
+};
+
+static struct ntrdma_qp *cm_get_qp(struct ntrdma_ib *nib, u32 qpn)
+{
+	return xa_load(&nib->qp_xa, qpn);
+}
+
+/* ---- addresses ---- */
+
+static int cm_wire_addrs(struct ntrdma_wire_cm *m,
+			 const struct sockaddr_storage *l,
+			 const struct sockaddr_storage *r)
+{
+	const struct sockaddr_in *l4 = (const void *)l, *r4 = (const void *)r;
+	const struct sockaddr_in6 *l6 = (const void *)l, *r6 = (const void *)r;
+
+	memset(m->saddr, 0, sizeof(m->saddr));
+	memset(m->daddr, 0, sizeof(m->daddr));
+	m->family = l->ss_family;
+	if (l->ss_family == AF_INET && r->ss_family == AF_INET) {
+		memcpy(m->saddr, &l4->sin_addr, 4);
+		memcpy(m->daddr, &r4->sin_addr, 4);
+		m->sport = l4->sin_port;
+		m->dport = r4->sin_port;
+		return 0;
+	}
+	if (l->ss_family == AF_INET6 && r->ss_family == AF_INET6) {
+		memcpy(m->saddr, &l6->sin6_addr, 16);
+		memcpy(m->daddr, &r6->sin6_addr, 16);
+		m->sport = l6->sin6_port;
+		m->dport = r6->sin6_port;
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+/* The sockaddr for @addr:@port of the REQ's family. */
+static void cm_sockaddr(struct sockaddr_storage *ss, u8 family,
+			const u8 *addr, __be16 port)
+{
+	struct sockaddr_in *s4 = (void *)ss;
+	struct sockaddr_in6 *s6 = (void *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (family == AF_INET) {
+		s4->sin_family = AF_INET;
+		memcpy(&s4->sin_addr, addr, 4);
+		s4->sin_port = port;
+	} else {
+		s6->sin6_family = AF_INET6;
+		memcpy(&s6->sin6_addr, addr, 16);
+		s6->sin6_port = port;
+	}
+}
+
+/* Does listener @id take a connection to @d? */
+static bool cm_listen_match(const struct iw_cm_id *id,
+			    const struct sockaddr_storage *d)
+{
+	const struct sockaddr_storage *l = &id->m_local_addr;
+	const struct sockaddr_in *l4 = (const void *)l, *d4 = (const void *)d;
+	const struct sockaddr_in6 *l6 = (const void *)l, *d6 = (const void *)d;
+
+	/* An IPv6 wildcard that is not IPv6-only takes IPv4 too. */
+	if (l->ss_family == AF_INET6 && d->ss_family == AF_INET &&
+	    !id->afonly && ipv6_addr_any(&l6->sin6_addr))
+		return l6->sin6_port == d4->sin_port;
+
+	if (l->ss_family == AF_INET && d->ss_family == AF_INET)
+		return l4->sin_port == d4->sin_port &&
+		       (l4->sin_addr.s_addr == htonl(INADDR_ANY) ||
+			l4->sin_addr.s_addr == d4->sin_addr.s_addr);
+	if (l->ss_family == AF_INET6 && d->ss_family == AF_INET6)
+		return l6->sin6_port == d6->sin6_port &&
+		       (ipv6_addr_any(&l6->sin6_addr) ||
+			ipv6_addr_equal(&l6->sin6_addr, &d6->sin6_addr));
+	return false;
+}
+
+/* ---- connection ends ---- */
+
+static void cm_close_work(struct work_struct *work);
+static void cm_timeout_work(struct work_struct *work);
+
+/* Once detached: no work of it runs any more, then it goes. */
+static void cm_free_work(struct work_struct *work)
+{
+	struct ntrdma_cep *cep = container_of(work, struct ntrdma_cep,
+					      free_work);
+
+	cancel_work_sync(&cep->close_work);
+	cancel_delayed_work_sync(&cep->timeout);
+	kfree(cep);
+}
+
+static struct ntrdma_cep *cm_cep_alloc(struct ntrdma_ib *nib)
+{
+	struct ntrdma_cep *cep = kzalloc(sizeof(*cep), GFP_KERNEL);
+
+	if (!cep)
+		return NULL;
+	cep->nib = nib;
+	INIT_WORK(&cep->close_work, cm_close_work);
+	INIT_DELAYED_WORK(&cep->timeout, cm_timeout_work);
+	INIT_WORK(&cep->free_work, cm_free_work);
+	if (xa_alloc_cyclic(&nib->cep_xa, &cep->id, cep,
+			    XA_LIMIT(1, U32_MAX), &nib->cep_next,
+			    GFP_KERNEL) < 0) {
+		kfree(cep);
+		return NULL;
+	}
+	return cep;
+}
+
+static void cm_event(struct ntrdma_cep *cep, struct iw_cm_id *cm_id,
+		     enum iw_cm_event_type type, int status,
+		     const void *pdata, u8 pdata_len)
+{
+	struct iw_cm_event ev = {
+		.event = type,
+		.status = status,
+		.local_addr = cep->laddr,
+		.remote_addr = cep->raddr,
+		.private_data = (void *)pdata,
+		.private_data_len = pdata_len,
+		.ird = cep->ird,
+		.ord = cep->ord,
+	};
+
+	/* Its id, not a pointer: accept/reject look it up again. */
+	if (type == IW_CM_EVENT_CONNECT_REQUEST)
+		ev.provider_data = (void *)(uintptr_t)cep->id;
+	cm_id->event_handler(cm_id, &ev);
+}
+
+/*
+ * Forget @cep (cm_mutex held): off the QP (under sq_lock, so no QP state
+ * change queues its close work after this) and the table, its cm_id
+ * released; freed from a work item once its other works are done.
+ */
+static void cm_cep_detach(struct ntrdma_cep *cep)
+{
+	struct ntrdma_qp *qp = cep->qp;
+	unsigned long flags;
+
+	if (cep->state == CEP_CLOSED)
+		return;
+	cep->state = CEP_CLOSED;
+	if (qp) {
+		spin_lock_irqsave(&qp->sq_lock, flags);
+		qp->cep = NULL;
+		spin_unlock_irqrestore(&qp->sq_lock, flags);
+		cep->qp = NULL;
+	}
+	xa_erase(&cep->nib->cep_xa, cep->id);
+	if (cep->cm_id) {
+		cep->cm_id->provider_data = NULL;
+		cep->cm_id->rem_ref(cep->cm_id);
+		cep->cm_id = NULL;
+	}
+	queue_work(cep->nib->cm_wq, &cep->free_work);
+}
+
+static void cm_qp_attach(struct ntrdma_qp *qp, struct ntrdma_cep *cep)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	qp->cep = cep;
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+}
+
+/* Connect @qp to the peer's QP @peer_qpn and make it RTS. */
+static int cm_qp_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord)
+{
+	struct ib_qp_attr attr = {};
+	int rc;
+
+	attr.qp_state = IB_QPS_RTS;
+	attr.dest_qp_num = peer_qpn;
+	attr.max_rd_atomic = min_t(u8, ord ? ord : 1, NTRDMA_MAX_RD_ATOM);
+	rc = ntrdma_qp_cm_connect(qp, &attr);
+	return rc;
+}
+
+/* An unanswered connect fails: CONNECT_REPLY with @status (cm_mutex). */
+static void cm_connect_failed(struct ntrdma_cep *cep, int status,
+			      const void *pdata, u8 pdata_len)
+{
+	struct iw_cm_id *cm_id = cep->cm_id;
+
+	if (cm_id)
+		cm_event(cep, cm_id, IW_CM_EVENT_CONNECT_REPLY, status,
+			 pdata, pdata_len);
+	cm_cep_detach(cep);
+}
+
+/* ---- active side ---- */
+
+int ntrdma_iw_connect(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
+{
+	struct ntrdma_ib *nib = to_nib(cm_id->device);
+	struct ntrdma_wire_cm *m;
+	struct ntrdma_cep *cep;
+	struct ntrdma_qp *qp;
+	int rc;
+
+	if (param->private_data_len > NTRDMA_CM_PDATA_MAX)
+		return -EINVAL;
+	m = kzalloc(NTRDMA_CMD_DATA, GFP_KERNEL);
+	if (!m)
+		return -ENOMEM;
+	rc = cm_wire_addrs(m, &cm_id->m_local_addr, &cm_id->m_remote_addr);
+	if (rc)
+		goto out_free;
+
+	mutex_lock(&nib->cm_mutex);
+	qp = cm_get_qp(nib, param->qpn);
+	rc = -EINVAL;
+	if (!qp || qp->cep ||
+	    (qp->state != IB_QPS_INIT && qp->state != IB_QPS_RTR))
+		goto out_unlock;
+	rc = -ENOMEM;
+	cep = cm_cep_alloc(nib);
+	if (!cep)
+		goto out_unlock;
+	cep->state = CEP_CONNECTING;
+	cep->qp = qp;
+	cm_qp_attach(qp, cep);
+	cep->laddr = cm_id->m_local_addr;
+	cep->raddr = cm_id->m_remote_addr;
+	cep->ird = min_t(u32, param->ird, NTRDMA_MAX_RD_ATOM);
+	cep->ord = min_t(u32, param->ord, NTRDMA_MAX_RD_ATOM);
+	cm_id->add_ref(cm_id);
+	cep->cm_id = cm_id;
+	cm_id->provider_data = (void *)(uintptr_t)cep->id;
+	m->cep = cep->id;
+	m->qpn = qp->ibqp.qp_num;
+	m->ird = cep->ird;
+	m->ord = cep->ord;
+	m->pdata_len = param->private_data_len;
+	if (m->pdata_len)
+		memcpy(m->pdata, param->private_data, m->pdata_len);
+	mutex_unlock(&nib->cm_mutex);
+
+	rc = ntrdma_cmd_call(nib->ndev, NTRDMA_CMD_CM_REQ, m,
+			     sizeof(*m) + m->pdata_len, NULL, 0, NULL,
+			     NTRDMA_CMD_TIMEOUT_MS);
+
+	/* Looked up again: an answer or link loss may have ended it. */
+	mutex_lock(&nib->cm_mutex);
+	cep = xa_load(&nib->cep_xa, m->cep);
+	if (!cep) {
+		rc = 0;		/* CONNECT_REPLY was sent */
+	} else if (rc == -ECONNREFUSED && cep->state == CEP_CONNECTING) {
+		/* Nobody listens there: REJECTED, as the peer would say. */
+		cm_connect_failed(cep, rc, NULL, 0);
+		rc = 0;
+	} else if (rc) {
+		/* No connect event follows a failed iw_connect. */
+		if (cep->state == CEP_CONNECTING) {
+			cm_cep_detach(cep);
+			goto out_unlock;
+		}
+		/* Answered already (an ACCEPT raced a lost reply): as is. */
+		rc = 0;
+	} else if (cep->state == CEP_CONNECTING) {
+		queue_delayed_work(nib->cm_wq, &cep->timeout,
+				   msecs_to_jiffies(NTRDMA_CM_TIMEOUT_MS));
+	}
+out_unlock:
+	mutex_unlock(&nib->cm_mutex);
+out_free:
+	kfree(m);
+	return rc;
+}
+
+static void cm_timeout_work(struct work_struct *work)
+{
+	struct ntrdma_cep *cep = container_of(to_delayed_work(work),
+					      struct ntrdma_cep, timeout);
+	struct ntrdma_ib *nib = cep->nib;
+
+	/*
+	 * A late ACCEPT finds no connection: the peer's accept fails. A
+	 * request nobody accepted or rejected (its peer gave up long ago, or
+	 * the iw_cm dropped it with a listener going away) is forgotten: a
+	 * late accept fails.
+	 */
+	mutex_lock(&nib->cm_mutex);
+	if (cep->state == CEP_CONNECTING) {
+		ibdev_info(&nib->ibdev, "connect: no answer in %u ms\n",
+			   NTRDMA_CM_TIMEOUT_MS);
+		cm_connect_failed(cep, -ETIMEDOUT, NULL, 0);
+	} else if (cep->state == CEP_REQ_RCVD) {
+		cm_cep_detach(cep);
+	}
+	mutex_unlock(&nib->cm_mutex);
+}
+
+/*
+ * The start of every CM message handler: our device, and the message
+ * checked (length, private data, QPN range) before any use.
+ */
+static int cm_msg(struct ntrdma_dev *ndev, const void *req, u16 len,
+		  u16 *rsp_len, struct ntrdma_ib **nib,
+		  const struct ntrdma_wire_cm **msg)
+{
+	const struct ntrdma_wire_cm *m = req;
+
+	*rsp_len = 0;
+	*nib = ndev->ib;
+	if (!*nib)
+		return -ENODEV;
+	if (len < sizeof(*m) || m->pdata_len > NTRDMA_CM_PDATA_MAX ||
+	    len != sizeof(*m) + m->pdata_len || m->qpn > 0xffffff)
+		return -EINVAL;
+	*msg = m;
+	return 0;
+}
+
+/* The peer's cep @id, as the peer named it: ours, in @state. */
+static struct ntrdma_cep *cm_find(struct ntrdma_ib *nib, u32 id, u32 peer_id,
+				  enum ntrdma_cep_state state)
+{
+	struct ntrdma_cep *cep = xa_load(&nib->cep_xa, id);
+
+	if (!cep || cep->state != state)
+		return NULL;
+	if (state != CEP_CONNECTING && cep->peer_id != peer_id)
+		return NULL;
+	return cep;
+}
+
+static int cm_accept_fn(struct ntrdma_dev *ndev, const void *req, u16 len,
+			void *rsp, u16 *rsp_len)
+{
+	const struct ntrdma_wire_cm *m;
+	struct ntrdma_ib *nib;
+	struct ntrdma_cep *cep;
+	int rc;
+
+	rc = cm_msg(ndev, req, len, rsp_len, &nib, &m);
+	if (rc)
+		return rc;
+	mutex_lock(&nib->cm_mutex);
+	cep = cm_find(nib, m->peer_cep, m->cep, CEP_CONNECTING);
+	rc = -ECONNRESET;
+	if (!cep || !cep->qp)
+		goto out;
+	cep->peer_id = m->cep;
+	cep->peer_qpn = m->qpn;
+	cep->ird = min(cep->ird, m->ord);
+	cep->ord = min(cep->ord, m->ird);
+	rc = cm_qp_connect(cep->qp, m->qpn, cep->ord);
+	if (rc) {
+		cm_connect_failed(cep, rc, NULL, 0);
+		goto out;
+	}
+	cep->state = CEP_ESTABLISHED;
+	cep->notify_peer = true;
+	cancel_delayed_work(&cep->timeout);
+	cm_event(cep, cep->cm_id, IW_CM_EVENT_CONNECT_REPLY, 0, m->pdata,
+		 m->pdata_len);
+out:
+	mutex_unlock(&nib->cm_mutex);
+	return rc;
+}
+
+static int cm_reject_fn(struct ntrdma_dev *ndev, const void *req, u16 len,
+			void *rsp, u16 *rsp_len)
+{
+	const struct ntrdma_wire_cm *m;
+	struct ntrdma_ib *nib;
+	struct ntrdma_cep *cep;
+	int rc;
+
+	rc = cm_msg(ndev, req, len, rsp_len, &nib, &m);
+	if (rc)
+		return rc;
+	mutex_lock(&nib->cm_mutex);
+	cep = cm_find(nib, m->peer_cep, m->cep, CEP_CONNECTING);
+	if (cep)
+		cm_connect_failed(cep, -ECONNREFUSED, m->pdata, m->pdata_len);
+	mutex_unlock(&nib->cm_mutex);
+	return 0;
+}
+
+/* ---- passive side ---- */
+
+static int cm_req_fn(struct ntrdma_dev *ndev, const void *req, u16 len,
+		     void *rsp, u16 *rsp_len)
+{
+	const struct ntrdma_wire_cm *m;
+	struct ntrdma_cm_listener *l;
+	struct sockaddr_storage d, s;
+	struct ntrdma_cep *cep;
+	struct ntrdma_ib *nib;
+	int rc;
+
+	rc = cm_msg(ndev, req, len, rsp_len, &nib, &m);
+	if (rc)
+		return rc;
+	if (m->family != AF_INET && m->family != AF_INET6)
+		return -EINVAL;
+	rc = -ECONNREFUSED;
+	cm_sockaddr(&d, m->family, m->daddr, m->dport);
+	cm_sockaddr(&s, m->family, m->saddr, m->sport);
+	mutex_lock(&nib->cm_mutex);
+	list_for_each_entry(l, &nib->cm_listeners, list) {
+		if (!cm_listen_match(l->cm_id, &d))
+			continue;
+		rc = -ENOMEM;
+		cep = cm_cep_alloc(nib);
+		if (!cep)
+			break;
+		cep->state = CEP_REQ_RCVD;
+		cep->peer_id = m->cep;
+		cep->peer_qpn = m->qpn;
+		cep->ird = min_t(u8, m->ord, NTRDMA_MAX_RD_ATOM);
+		cep->ord = min_t(u8, m->ird, NTRDMA_MAX_RD_ATOM);
+		cep->laddr = d;
+		cep->raddr = s;
+		/* The iw_cm makes a cm_id for it, provider_data = its id. */
+		cm_event(cep, l->cm_id, IW_CM_EVENT_CONNECT_REQUEST, 0,
+			 m->pdata, m->pdata_len);
+		queue_delayed_work(nib->cm_wq, &cep->timeout,
+				   msecs_to_jiffies(2 * NTRDMA_CM_TIMEOUT_MS));
+		rc = 0;
+		break;
+	}
+	mutex_unlock(&nib->cm_mutex);
+	return rc;
+}
+
+/* The passive cep of @cm_id in @state (cm_mutex held). */
+static struct ntrdma_cep *cm_of(struct iw_cm_id *cm_id,
+				enum ntrdma_cep_state state)
+{
+	u32 id = (uintptr_t)cm_id->provider_data;
+	struct ntrdma_cep *cep;
+
+	cep = id ? xa_load(&to_nib(cm_id->device)->cep_xa, id) : NULL;
+	if (!cep || cep->state != state)
+		return NULL;
+	return cep;
+}
+
+static int cm_send_answer(struct ntrdma_ib *nib, u16 op, u32 id,
+			  u32 peer_id, u32 qpn, u8 ird, u8 ord,
+			  const void *pdata, u8 pdata_len)
+{
+	struct ntrdma_wire_cm *m = kzalloc(NTRDMA_CMD_DATA, GFP_KERNEL);
+	int rc;
+
+	if (!m)
+		return -ENOMEM;
+	m->cep = id;
+	m->peer_cep = peer_id;
+	m->qpn = qpn;
+	m->ird = ird;
+	m->ord = ord;
+	m->pdata_len = pdata_len;
+	if (pdata_len)
+		memcpy(m->pdata, pdata, pdata_len);
+	rc = ntrdma_cmd_call(nib->ndev, op, m, sizeof(*m) + pdata_len, NULL,
+			     0, NULL, NTRDMA_CMD_TIMEOUT_MS);
+	kfree(m);
+	return rc;
+}
+
+int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
+{
+	struct ntrdma_ib *nib = to_nib(cm_id->device);
+	struct ntrdma_cep *cep;
+	struct ntrdma_qp *qp;
+	u32 id, peer_id;
+	int rc;
+
+	if (param->private_data_len > NTRDMA_CM_PDATA_MAX)
+		return -EINVAL;
+	mutex_lock(&nib->cm_mutex);
+	cep = cm_of(cm_id, CEP_REQ_RCVD);
+	qp = cm_get_qp(nib, param->qpn);
+	rc = -EINVAL;
+	if (!cep || !qp || qp->cep)
+		goto out_unlock;
+	cep->ird = min_t(u32, cep->ird, param->ird);
+	cep->ord = min_t(u32, cep->ord, param->ord);
+	rc = cm_qp_connect(qp, cep->peer_qpn, cep->ord);
+	if (rc)
+		goto out_unlock;
+	cep->qp = qp;
+	cm_qp_attach(qp, cep);
+	cm_id->add_ref(cm_id);
+	cep->cm_id = cm_id;
+	cep->state = CEP_ACCEPTING;
+	cep->notify_peer = true;
+	id = cep->id;
+	peer_id = cep->peer_id;
+	mutex_unlock(&nib->cm_mutex);
+
+	rc = cm_send_answer(nib, NTRDMA_CMD_CM_ACCEPT, id, peer_id,
+			    qp->ibqp.qp_num, cep->ird, cep->ord,
+			    param->private_data, param->private_data_len);
+
+	mutex_lock(&nib->cm_mutex);
+	cep = xa_load(&nib->cep_xa, id);
+	if (!cep || cep->state != CEP_ACCEPTING) {
+		/* The QP ended meanwhile: the accept fails. */
+		rc = -ECONNRESET;
+		goto out_unlock;
+	}
+	if (rc) {
+		/* No ESTABLISHED follows a failed accept: iw_cm cleans up. */
+		cm_cep_detach(cep);
+		goto out_unlock;
+	}
+	cep->state = CEP_ESTABLISHED;
+	cm_event(cep, cm_id, IW_CM_EVENT_ESTABLISHED, 0, NULL, 0);
+out_unlock:
+	mutex_unlock(&nib->cm_mutex);
+	return rc;
+}
+
+int ntrdma_iw_reject(struct iw_cm_id *cm_id, const void *pdata, u8 pdata_len)
+{
+	struct ntrdma_ib *nib = to_nib(cm_id->device);
+	struct ntrdma_cep *cep;
+	u32 id, peer_id;
+
+	if (pdata_len > NTRDMA_CM_PDATA_MAX)
+		pdata_len = NTRDMA_CM_PDATA_MAX;
+	mutex_lock(&nib->cm_mutex);
+	cep = cm_of(cm_id, CEP_REQ_RCVD);
+	if (!cep) {
+		mutex_unlock(&nib->cm_mutex);
+		return -EINVAL;
+	}
+	id = cep->id;
+	peer_id = cep->peer_id;
+	cm_cep_detach(cep);
+	mutex_unlock(&nib->cm_mutex);
+	/* Best effort: a peer that is gone has failed its connect anyway. */
+	cm_send_answer(nib, NTRDMA_CMD_CM_REJECT, id, peer_id, 0, 0, 0,
+		       pdata, pdata_len);
+	return 0;
+}
+
+int ntrdma_iw_create_listen(struct iw_cm_id *cm_id, int backlog)
+{
+	struct ntrdma_ib *nib = to_nib(cm_id->device);
+	struct ntrdma_cm_listener *l;
+
+	if (cm_id->m_local_addr.ss_family != AF_INET &&
+	    cm_id->m_local_addr.ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	l = kzalloc(sizeof(*l), GFP_KERNEL);
+	if (!l)
+		return -ENOMEM;
+	cm_id->add_ref(cm_id);
+	l->cm_id = cm_id;
+	mutex_lock(&nib->cm_mutex);
+	list_add_tail(&l->list, &nib->cm_listeners);
+	mutex_unlock(&nib->cm_mutex);
+	return 0;
+}
+
+int ntrdma_iw_destroy_listen(struct iw_cm_id *cm_id)
+{
+	struct ntrdma_ib *nib = to_nib(cm_id->device);
+	struct ntrdma_cm_listener *l, *found = NULL;
+
+	mutex_lock(&nib->cm_mutex);
+	list_for_each_entry(l, &nib->cm_listeners, list) {
+		if (l->cm_id == cm_id) {
+			list_del(&l->list);
+			found = l;
+			break;
+		}
+	}
+	mutex_unlock(&nib->cm_mutex);
+	if (!found)
+		return -EINVAL;
+	cm_id->rem_ref(cm_id);
+	kfree(found);
+	return 0;
+}
+
+/* ---- the end of a connection ---- */
+
+/*
+ * An established or accepting @cep ends (cm_mutex held): the caller sends
+ * DISC to the peer if it does not know yet. CLOSE only follows an
+ * established connection (the iw_cm BUG()s otherwise); an accept in flight
+ * fails instead.
+ */
+static void cm_close_locked(struct ntrdma_cep *cep, u32 *disc_id,
+			    u32 *disc_peer)
+{
+	if (cep->notify_peer) {
+		*disc_id = cep->id;
+		*disc_peer = cep->peer_id;
+	}
+	if (cep->cm_id && cep->state == CEP_ESTABLISHED)
+		cm_event(cep, cep->cm_id, IW_CM_EVENT_CLOSE, 0, NULL, 0);
+	cm_cep_detach(cep);
+}
+
+static void cm_close_work(struct work_struct *work)
+{
+	struct ntrdma_cep *cep = container_of(work, struct ntrdma_cep,
+					      close_work);
+	struct ntrdma_ib *nib = cep->nib;
+	u32 disc_id = 0, disc_peer = 0;
+
+	mutex_lock(&nib->cm_mutex);
+	if (cep->state == CEP_ESTABLISHED || cep->state == CEP_ACCEPTING)
+		cm_close_locked(cep, &disc_id, &disc_peer);
+	mutex_unlock(&nib->cm_mutex);
+	/* @cep may be gone now (its free work runs after this one). */
+	if (disc_id)
+		cm_send_answer(nib, NTRDMA_CMD_CM_DISC, disc_id, disc_peer, 0,
+			       0, 0, NULL, 0);
+}
+
+static int cm_disc_fn(struct ntrdma_dev *ndev, const void *req, u16 len,
+		      void *rsp, u16 *rsp_len)
+{
+	const struct ntrdma_wire_cm *m;
+	struct ntrdma_ib *nib;
+	struct ntrdma_cep *cep;
+	int rc;
+
+	rc = cm_msg(ndev, req, len, rsp_len, &nib, &m);
+	if (rc)
+		return rc;
+	mutex_lock(&nib->cm_mutex);
+	cep = cm_find(nib, m->peer_cep, m->cep, CEP_ESTABLISHED);
+	if (cep) {
+		cep->notify_peer = false;	/* it knows */
+		/* The QP flushes; its move to ERR closes the connection. */
+		if (cep->qp)
+			ntrdma_qp_cm_disconnected(cep->qp);
+	}
+	mutex_unlock(&nib->cm_mutex);
+	return 0;
+}
+
+/*
+ * @qp left the connected states (ERR, SQD, RESET), sq_lock held, any
+ * context: its connection, if any, ends from a work item.
+ */
+void ntrdma_cm_qp_down(struct ntrdma_qp *qp)
+{
+	struct ntrdma_cep *cep = qp->cep;
+
+	if (cep)
+		queue_work(cep->nib->cm_wq, &cep->close_work);
+}
+
+/*
+ * destroy_qp: end the QP's connection now and wait until the iw_cm has let
+ * go of the QP. Process context.
+ */
+void ntrdma_cm_qp_destroy(struct ntrdma_qp *qp)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	u32 disc_id = 0, disc_peer = 0;
+	struct ntrdma_cep *cep;
+
+	mutex_lock(&nib->cm_mutex);
+	cep = qp->cep;
+	if (cep && cep->state == CEP_CONNECTING)
+		cm_connect_failed(cep, -ECONNRESET, NULL, 0);
+	else if (cep)
+		cm_close_locked(cep, &disc_id, &disc_peer);
+	mutex_unlock(&nib->cm_mutex);
+	if (disc_id)
+		cm_send_answer(nib, NTRDMA_CMD_CM_DISC, disc_id, disc_peer, 0,
+			       0, 0, NULL, 0);
+	wait_event(qp->cm_wait, !atomic_read(&qp->iw_refs));
+}
+
+/* Link loss: every connect still waiting fails (established ones close
+ * through their QPs going to ERR).
+ */
+void ntrdma_cm_link_down(struct ntrdma_ib *nib)
+{
+	struct ntrdma_cep *cep;
+	unsigned long id;
+
+	mutex_lock(&nib->cm_mutex);
+	xa_for_each(&nib->cep_xa, id, cep) {
+		if (cep->state == CEP_CONNECTING)
+			cm_connect_failed(cep, -ECONNRESET, NULL, 0);
+	}
+	mutex_unlock(&nib->cm_mutex);
+}
+
+/* ---- QP references for the iw_cm ---- */
+
+void ntrdma_iw_add_ref(struct ib_qp *ibqp)
+{
+	atomic_inc(&to_nqp(ibqp)->iw_refs);
+}
+
+void ntrdma_iw_rem_ref(struct ib_qp *ibqp)
+{
+	struct ntrdma_qp *qp = to_nqp(ibqp);
+
+	if (atomic_dec_and_test(&qp->iw_refs))
+		wake_up(&qp->cm_wait);
+}
+
+struct ib_qp *ntrdma_iw_get_qp(struct ib_device *ibdev, int qpn)
+{
+	struct ntrdma_qp *qp = cm_get_qp(to_nib(ibdev), qpn);
+
+	return qp ? &qp->ibqp : NULL;
+}
+
+/* ---- set-up ---- */
+
+static const struct {
+	u16 op;
+	ntrdma_cmd_fn fn;
+} cm_ops[] = {
+	{ NTRDMA_CMD_CM_REQ, cm_req_fn },
+	{ NTRDMA_CMD_CM_ACCEPT, cm_accept_fn },
+	{ NTRDMA_CMD_CM_REJECT, cm_reject_fn },
+	{ NTRDMA_CMD_CM_DISC, cm_disc_fn },
+};
+
+int ntrdma_cm_init(struct ntrdma_ib *nib)
+{
+	int i, rc;
+
+	mutex_init(&nib->cm_mutex);
+	INIT_LIST_HEAD(&nib->cm_listeners);
+	xa_init_flags(&nib->cep_xa, XA_FLAGS_ALLOC1);
+	nib->cm_wq = alloc_workqueue("ntrdma_cm", 0, 0);
+	if (!nib->cm_wq)
+		return -ENOMEM;
+	for (i = 0; i < ARRAY_SIZE(cm_ops); i++) {
+		rc = ntrdma_cmd_register(nib->ndev, cm_ops[i].op, cm_ops[i].fn);
+		if (rc) {
+			while (i--)
+				ntrdma_cmd_unregister(nib->ndev, cm_ops[i].op);
+			destroy_workqueue(nib->cm_wq);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/*
+ * After ib_unregister_device(): no cm_id or QP is left, so no listener
+ * either; a request nobody answered may be (the iw_cm drops one that meets
+ * a listener going away).
+ */
+void ntrdma_cm_fini(struct ntrdma_ib *nib)
+{
+	struct ntrdma_cep *cep;
+	unsigned long id;
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(cm_ops); i++)
+		ntrdma_cmd_unregister(nib->ndev, cm_ops[i].op);
+	mutex_lock(&nib->cm_mutex);
+	xa_for_each(&nib->cep_xa, id, cep)
+		cm_cep_detach(cep);
+	mutex_unlock(&nib->cm_mutex);
+	destroy_workqueue(nib->cm_wq);	/* drains the free works */
+	WARN_ON(!list_empty(&nib->cm_listeners));
+	xa_destroy(&nib->cep_xa);
+	mutex_destroy(&nib->cm_mutex);
+}

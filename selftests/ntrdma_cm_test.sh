@@ -1,0 +1,244 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# rdma_cm over NTRDMA (port 2, iw_cm over the command channel): unmodified
+# rping, qperf -cm1 and perftest -R between the two ends of the NTB (loop:
+# the two ntr netdevs in namespaces cmA/cmB of this host; pair: this host and
+# the peer), a refused connect, and the port's look (rdma link, GID = MAC).
+# Every tool run passes when the client (and the server) exit 0 within the
+# timeout and the output holds the expected figure.
+# Needs an NTB with a flat window (test bed: --flat 1).
+#
+# Environment: CM_TIMEOUT (60: seconds per client run).
+. "$(dirname "$0")/lib/ktap.sh"
+. "$(dirname "$0")/lib/env.sh"
+. "$(dirname "$0")/lib/verbs.sh"
+
+T=${CM_TIMEOUT:-60}
+NTESTS=13
+SIP=10.79.3.2
+CIP=10.79.3.1
+
+ktap_header
+ktap_plan $NTESTS
+
+fail_rest() {
+	while [ "$KTAP_COUNT" -lt "$NTESTS" ]; do
+		ktap_fail "setup: $1"
+	done
+	ktap_finish
+}
+
+# C: run on the client's side; S: on the server's side.
+install_modules && ntb_pair || fail_rest "no NTB device pair"
+modprobe ntrdma || fail_rest "modprobe ntrdma failed"
+if is_pair; then peer "modprobe ntrdma" || fail_rest "modprobe ntrdma on the peer failed"; fi
+install_provider || fail_rest "install_provider failed"
+modprobe rdma_ucm 2>/dev/null
+is_pair && peer "modprobe rdma_ucm" 2>/dev/null
+wait_for 10 ibdev_of "$LOCAL_DEV" >/dev/null
+CDEV=$(ibdev_of "$LOCAL_DEV")
+CNET=$(netdev_of "$LOCAL_DEV")
+NTB_DRV=/sys/bus/ntb/drivers/ntrdma
+# (before the netdev may move to a namespace: rdma link names it only there)
+LINK=$(rdma link show "$CDEV/1" 2>&1 | head -1)
+MAC=$(cat "/sys/class/net/$CNET/address" 2>/dev/null)
+if is_pair; then
+	C() { sh -c "$*"; }
+	S() { peer "$*"; }
+else
+	C() { ip netns exec cmA sh -c "$*"; }
+	S() { ip netns exec cmB sh -c "$*"; }
+	ip netns del cmA 2>/dev/null
+	ip netns del cmB 2>/dev/null
+	ip netns add cmA && ip netns add cmB || fail_rest "ip netns add failed"
+fi
+# Addresses on both ends (loop: each netdev in its namespace); again after
+# the peer's driver came back (its netdev is new).
+ends_up() {
+	if is_pair; then
+		q_net="for i in \$(ls /sys/class/net); do [ \"\$(ethtool -i \$i 2>/dev/null | sed -n 's/^bus-info: //p')\" = $REMOTE_DEV ] && echo \$i; done"
+		wait_for 10 eval '[ -n "$(peer "$q_net")" ]'
+		SNET=$(peer "$q_net" | head -1)
+		C "ip link set $CNET up && ip addr replace $CIP/24 dev $CNET"
+		S "ip link set $SNET up && ip addr replace $SIP/24 dev $SNET"
+	else
+		wait_for 10 netdev_of "$REMOTE_DEV" >/dev/null
+		SNET=$(netdev_of "$REMOTE_DEV")
+		[ -e "/sys/class/net/$CNET" ] && ip link set "$CNET" netns cmA
+		[ -n "$SNET" ] && ip link set "$SNET" netns cmB
+		C "ip link set lo up; ip link set $CNET up && ip addr replace $CIP/24 dev $CNET"
+		S "ip link set lo up; ip link set $SNET up && ip addr replace $SIP/24 dev $SNET"
+	fi
+	[ -n "$CNET" ] && [ -n "$SNET" ] && wait_for 20 C "ping -c 1 -W 1 $SIP" >/dev/null
+}
+ends_up || ktap_diag "no ping from ${CNET:-?} to $SIP"
+[ -n "$CDEV" ] && [ -n "$CNET" ] && [ -n "$SNET" ] ||
+	fail_rest "devices: ${CDEV:-none} ${CNET:-none} ${SNET:-none}"
+ktap_diag "client $CDEV ($CNET, $CIP), server ($SNET, $SIP)$(is_pair && echo ' on the peer')"
+
+dmesg_tail() {
+	dmesg | tail -n 12 | sed 's/^/# dmesg: /'
+	if is_pair; then peer "dmesg | tail -n 12" | sed 's/^/# dmesg (peer): /'; fi
+}
+
+# 1: what rdma_cm finds the device by: its netdev, and GID 1 = the MAC
+gid=$(cat "/sys/class/infiniband/$CDEV/ports/1/gids/1" 2>/dev/null)
+want=$(echo "$MAC" | tr -d : | sed 's/\(....\)\(....\)\(....\)/\1:\2:\3/'):0000:0000:0000:0000:0000
+ktap_diag "$LINK; GID[1] $gid"
+if grep -qw "netdev $CNET" <<<"$LINK" && [ "$gid" = "$want" ]; then
+	ktap_pass "rdma link: $CDEV/1 on $CNET, GID 1 = its MAC"
+else
+	ktap_fail "rdma link: $CDEV/1 on $CNET, GID 1 = its MAC (want $want)"
+fi
+
+# The server side has an rdma_cm listener on PORT (rdma resource: LISTEN).
+listening() { # PORT
+	S "rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -qE ':$1( |\$)'"
+}
+
+# Server SERVER_CMD in the background on the server's side; client
+# CLIENT_CMD; both must exit 0. Sets OUT (the client's output).
+PORT=18900
+run_pair() { # NAME SERVER_CMD CLIENT_CMD [ALLOW_SERVER_RC]
+	local name=$1 srv=$2 cli=$3 f=/tmp/cm-srv.$$ src rc
+	S "rm -f $f.*; (timeout $((T + 10)) $srv >$f.out 2>&1; echo \$? >$f.rc) </dev/null >/dev/null 2>&1 &"
+	wait_for 15 listening "$PORT" || ktap_diag "$name: no listener on port $PORT after 15 s"
+	# perftest -R listens twice (its exchange, then the test QPs): give
+	# the server time to get there (a refused connect makes its client
+	# retry into a crash in librdmacm, seen in pair).
+	sleep 2
+	OUT=$(C "timeout $T $cli" 2>&1)
+	rc=$?
+	wait_for 15 S "test -s $f.rc" || S "pkill -f '$(echo "$srv" | cut -d' ' -f1)'"
+	src=$(S "cat $f.rc 2>/dev/null")
+	SOUT=$(S "cat $f.out 2>/dev/null")
+	if [ $rc -eq 0 ] && { [ "${src:-x}" = 0 ] || [ -n "${4:-}" ]; }; then
+		return 0
+	fi
+	ktap_diag "$name: client exit $rc, server exit ${src:-none}"
+	ktap_diag "client: $cli"
+	tail -n 6 <<<"$OUT" | sed 's/^/# client> /'
+	tail -n 6 <<<"$SOUT" | sed 's/^/# server> /'
+	dmesg_tail
+	return 1
+}
+
+# 2-3: rping, small and large messages, data verified by rping (-V)
+for size in 64 60000; do
+	if run_pair "rping -S $size" "rping -s -a $SIP -p $PORT -C 10 -S $size -V" \
+		"rping -c -a $SIP -p $PORT -C 10 -S $size -V -v"; then
+		n=$(grep -c 'ping data' <<<"$OUT")
+		[ "$n" -eq 10 ] || { tail -n 5 <<<"$OUT" | sed 's/^/# client> /'; tail -n 5 <<<"$SOUT" | sed 's/^/# server> /'; }
+		ktap_check "rping -S $size: 10 verified round trips (client saw $n)" [ "$n" -eq 10 ]
+	else
+		ktap_fail "rping -S $size: 10 verified round trips"
+	fi
+	PORT=$((PORT + 1))
+done
+
+# 4: a connect to a port nobody listens on is refused, quickly, cleanly
+t0=$(date +%s%N)
+out=$(C "timeout $T rping -c -a $SIP -p $((PORT + 50)) -C 1" 2>&1)
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+ktap_diag "refused connect: rping exit $rc after $ms ms: $(grep -iE 'reject|refused|error|unreach' <<<"$out" | head -2 | xargs)"
+ktap_check "connect to a port without listener fails within 10 s" \
+	test $rc -ne 0 -a $rc -ne 124 -a $ms -lt 10000
+
+# 5-6: qperf over rdma_cm (its control connection over the netdevs)
+for t in rc_bw rc_lat; do
+	S "pkill -x qperf; (qperf >/dev/null 2>&1 &)"
+	sleep 1
+	out=$(C "timeout $T qperf -cm1 -t 2 $SIP $t" 2>&1)
+	v=$(awk '$1 == "bw" || $1 == "latency" { print $3, $4; exit }' <<<"$out")
+	if [ -n "$v" ]; then
+		ktap_diag "qperf -cm1 $t: $v"
+		ktap_pass "qperf -cm1 $t"
+	else
+		ktap_diag "qperf -cm1 $t: $(head -3 <<<"$out" | xargs)"
+		dmesg_tail
+		ktap_fail "qperf -cm1 $t"
+	fi
+done
+S "pkill -x qperf"
+
+# 7-9: perftest with rdma_cm (-R)
+for t in write_bw:65536 send_bw:4096 read_lat:2; do
+	tool=ib_${t%%:*} size=${t#*:}
+	mode="-D 2"
+	[[ $tool == *_lat ]] && mode="-n 200"
+	if run_pair "$tool -R" "$tool -R -p $PORT -s $size $mode" \
+		"$tool -R -p $PORT -s $size $mode $SIP"; then
+		line=$(grep -A1 -m1 '^ *#bytes' <<<"$OUT" | tail -n 1)
+		ktap_diag "$tool -R -s $size: $(xargs <<<"$line")"
+		ktap_check "$tool -R (rdma_cm) -s $size" grep -qE '^ *[0-9]' <<<"$line"
+	else
+		ktap_fail "$tool -R (rdma_cm) -s $size"
+	fi
+	PORT=$((PORT + 1))
+done
+
+# 10: nothing left behind: no QP, no cm_id (rdma resource)
+sleep 1
+left=$(rdma resource show qp 2>/dev/null | grep -c "$CDEV")
+cm=$(rdma resource show cm_id 2>/dev/null | grep -c "$CDEV")
+ktap_diag "after the runs: $left QPs, $cm cm_ids on $CDEV"
+ktap_check "no QP or cm_id left on $CDEV" test "$left" -eq 0 -a "$cm" -eq 0
+
+# stream_then CMD: a 60 s rdma_cm WRITE stream; CMD (taking an end away)
+# once it moves data. Sets STREAM_RC (client exit) and STREAM_S (seconds
+# from CMD to the client's exit).
+stream_then() {
+	local f=/tmp/cm-stream.$$
+	S "(timeout 90 ib_write_bw -R -p $PORT -D 60 -s 65536 >$f.srv 2>&1 &)"
+	wait_for 15 listening "$PORT" || ktap_diag "stream: no listener on port $PORT after 15 s"
+	C "timeout 90 ib_write_bw -R -p $PORT -D 60 -s 65536 $SIP" >$f.cli 2>&1 &
+	local cli=$!
+	PORT=$((PORT + 1))
+	sleep 6
+	local t0=$SECONDS
+	eval "$1"
+	wait "$cli"
+	STREAM_RC=$?
+	STREAM_S=$((SECONDS - t0))
+	ktap_diag "ib_write_bw -R exit $STREAM_RC after $STREAM_S s: $(grep -iE 'error|status|fail' $f.cli | head -3 | xargs)"
+	rm -f $f.cli
+}
+
+# 11: the peer's driver goes away during an rdma_cm stream
+if is_pair; then
+	stream_then 'peer "modprobe -r ntrdma"'
+else
+	stream_then "echo $REMOTE_DEV > $NTB_DRV/unbind"
+fi
+ktap_check "peer driver gone during ib_write_bw -R: stream failed (exit $STREAM_RC, $STREAM_S s)" \
+	test "$STREAM_RC" != 0 -a "$STREAM_RC" != 124 -a "$STREAM_S" -lt 30
+S "pkill -f ib_write_bw" 2>/dev/null
+
+# 12: it comes back: rping connects again
+if is_pair; then peer "modprobe ntrdma"; else echo "$REMOTE_DEV" > $NTB_DRV/bind; fi
+ends_up || ktap_diag "no ping to $SIP after the peer returned"
+wait_for 15 port_is "$CDEV" PORT_ACTIVE
+if run_pair "rping after" "rping -s -a $SIP -p $PORT -C 5 -S 256 -V" \
+	"rping -c -a $SIP -p $PORT -C 5 -S 256 -V -v"; then
+	n=$(grep -c 'ping data' <<<"$OUT")
+	ktap_check "peer back: rping connects again ($n round trips)" [ "$n" -eq 5 ]
+else
+	ktap_fail "peer back: rping connects again"
+fi
+PORT=$((PORT + 1))
+
+# 13: our own driver unloaded during an rdma_cm stream
+UNLOAD_RC=
+stream_then 'timeout 60 modprobe -r ntrdma; UNLOAD_RC=$?'
+ktap_check "driver unloaded during ib_write_bw -R: modprobe -r exit ${UNLOAD_RC:-?}, stream exit $STREAM_RC after $STREAM_S s" \
+	test "$UNLOAD_RC" = 0 -a "$STREAM_RC" != 0 -a "$STREAM_RC" != 124 -a "$STREAM_S" -lt 30
+S "pkill -f ib_write_bw" 2>/dev/null
+is_pair && peer "modprobe -r ntrdma"
+
+if ! is_pair; then
+	ip netns del cmA 2>/dev/null
+	ip netns del cmB 2>/dev/null
+fi
+ktap_finish
