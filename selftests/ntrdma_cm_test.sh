@@ -166,7 +166,8 @@ S "pkill -x qperf"
 # 7-9: perftest with rdma_cm (-R)
 for t in write_bw:65536 send_bw:4096 read_lat:2; do
 	tool=ib_${t%%:*} size=${t#*:}
-	mode="-D 2"
+	# Iterations, not -D: see README "Open problem" (duration mode).
+	mode="-n 500"
 	[[ $tool == *_lat ]] && mode="-n 200"
 	if run_pair "$tool -R" "$tool -R -p $PORT -s $size $mode" \
 		"$tool -R -p $PORT -s $size $mode $SIP"; then
