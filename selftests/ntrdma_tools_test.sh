@@ -234,29 +234,33 @@ run_pp "ibv_srq_pingpong" ibv_srq_pingpong -c -q 4 -s 4096 -n 100
 # -x GID index, -F no cpufreq warning. The result line follows the
 # " #bytes ..." header: bandwidth tests print BW average (MB/s, column 4),
 # latency tests t_typical (usec).
+# perf_figure OUTPUT COLUMN: the value under COLUMN (a regex) in the line
+# after perftest's "#bytes" header.
+perf_figure() {
+	local hdr line
+	hdr=$(grep -m1 '^ *#bytes' <<<"$1")
+	line=$(grep -A1 -m1 '^ *#bytes' <<<"$1" | tail -n 1)
+	awk -v h="$hdr" -v l="$line" -v c="$2" 'BEGIN {
+		gsub(/BW average/, "BW.average", h); gsub(/BW peak/, "BW.peak", h)
+		sub(/^ +/, "", h); sub(/^ +/, "", l)
+		n = split(h, H, " +"); split(l, L, " +")
+		for (i = 1; i <= n; i++) if (H[i] ~ c) { print L[i]; exit } }'
+}
+
 run_perftest() { # TEST ARGS...
 	local test=$1 port=$((PORT++)) hdr line v ok=0 col
 	shift
 	local scmd="ib_$test -d $SDEV -i 1 -x $GIDX -F -p $port $*"
 	local ccmd="ib_$test -d $CDEV -i 1 -x $GIDX -F -p $port $* $ADDR"
 	pair_run "pt$port" "$port" "$scmd" "$ccmd"
-	hdr=$(grep -m1 '^ *#bytes' <<<"$COUT")
-	line=$(grep -A1 -m1 '^ *#bytes' <<<"$COUT" | tail -n 1)
 	if [[ $test == *_lat ]]; then col='^t_typical'; else col='^BW.average'; fi
-	v=$(awk -v h="$hdr" -v l="$line" -v c="$col" 'BEGIN {
-		gsub(/BW average/, "BW.average", h); gsub(/BW peak/, "BW.peak", h)
-		sub(/^ +/, "", h); sub(/^ +/, "", l)
-		n = split(h, H, " +"); split(l, L, " +")
-		for (i = 1; i <= n; i++) if (H[i] ~ c) { print L[i]; exit } }')
-	# A latency test times the same ping-pong on both ends; perftest's cycle
-	# clock sometimes fails under TCG ("inf" on one end): take the other's.
-	if [[ $test == *_lat ]] && ! positive "$v"; then
-		hdr=$(grep -m1 '^ *#bytes' <<<"$SOUT")
-		line=$(grep -A1 -m1 '^ *#bytes' <<<"$SOUT" | tail -n 1)
-		v=$(awk -v h="$hdr" -v l="$line" -v c="$col" 'BEGIN {
-			sub(/^ +/, "", h); sub(/^ +/, "", l)
-			n = split(h, H, " +"); split(l, L, " +")
-			for (i = 1; i <= n; i++) if (H[i] ~ c) { print L[i]; exit } }')
+	v=$(perf_figure "$COUT" "$col")
+	line=$(grep -A1 -m1 '^ *#bytes' <<<"$COUT" | tail -n 1)
+	# Both ends time the same run; perftest's cycle clock sometimes fails
+	# under TCG ("inf" latency, "0.00" bandwidth on one end while the other
+	# end measured it): take the other end's figure.
+	if ! positive "$v"; then
+		v=$(perf_figure "$SOUT" "$col")
 		[ -n "$v" ] && ktap_diag "ib_$test: the client's clock gave no figure; the server's: $v"
 	fi
 	if [ "$CRC" = 0 ] && [ "$SRC" = 0 ] && positive "$v"; then ok=1; fi
