@@ -255,19 +255,6 @@ static void cm_qp_attach(struct ntrdma_qp *qp, struct ntrdma_cep *cep)
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 }
 
-/* Connect @qp to the peer's QP @peer_qpn and make it RTS. */
-static int cm_qp_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord)
-{
-	struct ib_qp_attr attr = {};
-	int rc;
-
-	attr.qp_state = IB_QPS_RTS;
-	attr.dest_qp_num = peer_qpn;
-	attr.max_rd_atomic = min_t(u8, ord ? ord : 1, NTRDMA_MAX_RD_ATOM);
-	rc = ntrdma_qp_cm_connect(qp, &attr);
-	return rc;
-}
-
 /* An unanswered connect fails: CONNECT_REPLY with @status (cm_mutex). */
 static void cm_connect_failed(struct ntrdma_cep *cep, int status,
 			      const void *pdata, u8 pdata_len)
@@ -437,7 +424,7 @@ static int cm_accept_fn(struct ntrdma_dev *ndev, const void *req, u16 len,
 	cep->peer_qpn = m->qpn;
 	cep->ird = min(cep->ird, m->ord);
 	cep->ord = min(cep->ord, m->ird);
-	rc = cm_qp_connect(cep->qp, m->qpn, cep->ord);
+	rc = ntrdma_qp_cm_connect(cep->qp, m->qpn, cep->ord);
 	if (rc) {
 		cm_connect_failed(cep, rc, NULL, 0);
 		goto out;
@@ -572,7 +559,7 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 		goto out_unlock;
 	cep->ird = min_t(u32, cep->ird, param->ird);
 	cep->ord = min_t(u32, cep->ord, param->ord);
-	rc = cm_qp_connect(qp, cep->peer_qpn, cep->ord);
+	rc = ntrdma_qp_cm_connect(qp, cep->peer_qpn, cep->ord);
 	if (rc)
 		goto out_unlock;
 	cep->qp = qp;

@@ -147,9 +147,6 @@ err_destroy:
 }
 
 static void ntrdma_qp_reset_locked(struct ntrdma_qp *qp);
-static bool ntrdma_cm_modify_ok(struct ntrdma_qp *qp, enum ib_qp_state cur,
-				enum ib_qp_state next, struct ib_qp_attr *attr,
-				int mask);
 
 int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
@@ -390,6 +387,32 @@ static void ntrdma_qp_reset_locked(struct ntrdma_qp *qp)
 	qp->resp_fatal = false;
 }
 
+/*
+ * What rdma_cm does to a QP it connects (the iWARP rules of the iw_cm,
+ * where the connection manager, not modify_qp, connects the QP): RESET->
+ * INIT with exactly the state, port and access (no P_Key: that marks the QP
+ * as rdma_cm's), then on such a QP INIT->INIT and INIT->RTR with access,
+ * and the port alone without a state (rdma_cm's "RTS" step);
+ * ntrdma_qp_cm_connect() makes it RTS. Everything else: the IB rules.
+ */
+static bool ntrdma_cm_modify_ok(struct ntrdma_qp *qp, enum ib_qp_state cur,
+				enum ib_qp_state next, struct ib_qp_attr *attr,
+				int mask)
+{
+	const int cm_init = IB_QP_STATE | IB_QP_PORT | IB_QP_ACCESS_FLAGS;
+
+	if (qp->ibqp.qp_type != IB_QPT_RC)
+		return false;
+	if (cur == IB_QPS_RESET)
+		return next == IB_QPS_INIT && mask == cm_init;
+	if (!qp->cm || (mask & ~(cm_init | IB_QP_CUR_STATE)))
+		return false;
+	if (!(mask & IB_QP_STATE))
+		return true;	/* attributes only: port (checked), access */
+	return cur == IB_QPS_INIT &&
+	       (next == IB_QPS_INIT || next == IB_QPS_RTR);
+}
+
 int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		     int mask, struct ib_udata *udata)
 {
@@ -481,47 +504,22 @@ out:
 }
 
 /*
- * What rdma_cm does to a QP it connects (the iWARP rules of the iw_cm,
- * where the connection manager, not modify_qp, connects the QP): RESET->
- * INIT with exactly the state, port and access (no P_Key: that marks the QP
- * as rdma_cm's), then on such a QP INIT->INIT and INIT->RTR with access,
- * and the port alone without a state (rdma_cm's "RTS" step);
- * ntrdma_qp_cm_connect() makes it RTS. Everything else: the IB rules.
+ * rdma_cm connected @qp (INIT/RTR/RTS, nothing sent yet) to the peer's QP
+ * @peer_qpn, which takes @ord reads/atomics from us: RTS, both message
+ * sequences from 0.
  */
-static bool ntrdma_cm_modify_ok(struct ntrdma_qp *qp, enum ib_qp_state cur,
-				enum ib_qp_state next, struct ib_qp_attr *attr,
-				int mask)
-{
-	const int cm_init = IB_QP_STATE | IB_QP_PORT | IB_QP_ACCESS_FLAGS;
-
-	if (qp->ibqp.qp_type != IB_QPT_RC)
-		return false;
-	if (cur == IB_QPS_RESET)
-		return next == IB_QPS_INIT && mask == cm_init;
-	if (!qp->cm || (mask & ~(cm_init | IB_QP_CUR_STATE)))
-		return false;
-	if (!(mask & IB_QP_STATE))
-		return true;	/* attributes only: port (checked), access */
-	return cur == IB_QPS_INIT &&
-	       (next == IB_QPS_INIT || next == IB_QPS_RTR);
-}
-
-/*
- * rdma_cm connected @qp (CM port, INIT/RTR/RTS, nothing sent yet) to the
- * peer's QP attr->dest_qp_num: RTS, both message sequences from 0.
- */
-int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, struct ib_qp_attr *attr)
+int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord)
 {
 	unsigned long flags;
 	int rc = -EINVAL;
 
-	if (attr->dest_qp_num > 0xffffff)
+	if (peer_qpn > 0xffffff)
 		return -EINVAL;
 	mutex_lock(&qp->lock);
 	if ((qp->state != IB_QPS_INIT && qp->state != IB_QPS_RTR &&
 	     qp->state != IB_QPS_RTS))
 		goto out;
-	qp->dest_qp_num = attr->dest_qp_num;
+	qp->dest_qp_num = peer_qpn;
 	/* What rdma_cm grants a QP with responder resources (the MRs'
 	 * own access flags still decide): the active side was made INIT
 	 * with none.
@@ -531,7 +529,7 @@ int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, struct ib_qp_attr *attr)
 	qp->sq_psn = 0;
 	qp->rq_psn = 0;
 	qp->path_mtu = IB_MTU_4096;
-	qp->max_rd_atomic = attr->max_rd_atomic;
+	qp->max_rd_atomic = clamp_t(u8, ord, 1, NTRDMA_MAX_RD_ATOM);
 	qp->max_dest_rd_atomic = NTRDMA_MAX_RD_ATOM;
 	qp->min_rnr_timer = 12;		/* 0.64 ms */
 	qp->timeout = 14;

@@ -248,7 +248,7 @@ perf_figure() {
 }
 
 run_perftest() { # TEST ARGS...
-	local test=$1 port=$((PORT++)) hdr line v ok=0 col
+	local test=$1 port=$((PORT++)) line v ok=0 col
 	shift
 	local scmd="ib_$test -d $SDEV -i 1 -x $GIDX -F -p $port $*"
 	local ccmd="ib_$test -d $CDEV -i 1 -x $GIDX -F -p $port $* $ADDR"
