@@ -27,12 +27,15 @@
 #include <linux/if_vlan.h>
 #include <linux/jhash.h>
 #include <linux/netdevice.h>
+#include <linux/ntb.h>
 #include <linux/rtnetlink.h>
 #include <linux/skbuff.h>
 #include <linux/u64_stats_sync.h>
 #include <linux/utsname.h>
 
-#include "../rdma/ntrdma.h"
+#include "ntrdma_engine.h"
+#include "ntrdma_faces.h"
+#include "ntrdma_net_wire.h"
 
 #define NTR_RING		NTRDMA_TQP_RING
 #define NTR_MAX_FRAME		(65536 + VLAN_ETH_HLEN)
@@ -69,7 +72,7 @@ struct ntrdma_net;
 struct ntr_queue {
 	struct ntrdma_net *net;
 	int idx;
-	struct ntrdma_tqp *qp;
+	struct ntrdma_tqp *tqp;
 	struct napi_struct napi;
 
 	/* receive: buffers we posted to the peer, by ring position */
@@ -114,7 +117,7 @@ static void ntr_free_buf(struct ntr_queue *q, struct ntr_rx_buf *b)
 {
 	struct ntrdma_net *net = q->net;
 
-	dma_unmap_single(net->ndev->dma_dev, b->dma, net->rx_buf_len,
+	dma_unmap_single(ntrdma_dev_dma_device(net->ndev), b->dma, net->rx_buf_len,
 			 DMA_FROM_DEVICE);
 	kfree(b->data);
 	b->data = NULL;
@@ -131,13 +134,13 @@ static int ntr_post_one(struct ntr_queue *q, gfp_t gfp)
 	b.data = kmalloc(net->rx_alloc_len, gfp);
 	if (!b.data)
 		return -ENOMEM;
-	b.dma = dma_map_single(ndev->dma_dev, (u8 *)b.data + NTR_HEADROOM,
+	b.dma = dma_map_single(ntrdma_dev_dma_device(ndev), (u8 *)b.data + NTR_HEADROOM,
 			       net->rx_buf_len, DMA_FROM_DEVICE);
-	if (dma_mapping_error(ndev->dma_dev, b.dma)) {
+	if (dma_mapping_error(ntrdma_dev_dma_device(ndev), b.dma)) {
 		kfree(b.data);
 		return -EIO;
 	}
-	rc = ntrdma_tqp_post_recv(q->qp, b.dma, net->rx_buf_len, &pos);
+	rc = ntrdma_tqp_post_recv(q->tqp, b.dma, net->rx_buf_len, &pos);
 	if (rc) {
 		ntr_free_buf(q, &b);
 		return rc;
@@ -172,14 +175,14 @@ static void ntr_free_quarantine(struct ntr_queue *q)
 /* Post buffers up to a full ring and tell the peer. */
 static void ntr_refill(struct ntr_queue *q, gfp_t gfp)
 {
-	while (ntrdma_tqp_recv_room(q->qp)) {
+	while (ntrdma_tqp_recv_room(q->tqp)) {
 		if (ntr_post_one(q, gfp)) {
 			ntr_count(&q->rxc, &q->rxc.refill_fail, 1);
 			break;
 		}
 	}
 	/* Also publishes buffers posted again by the copybreak path. */
-	ntrdma_tqp_post_commit(q->qp);
+	ntrdma_tqp_post_commit(q->tqp);
 }
 
 /* Turn a completed buffer into an skb; false when the frame is invalid. */
@@ -190,7 +193,7 @@ static void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
 	u32 pos;
 
 	b->data = NULL;
-	if (ntrdma_tqp_post_recv(q->qp, keep.dma, q->net->rx_buf_len, &pos)) {
+	if (ntrdma_tqp_post_recv(q->tqp, keep.dma, q->net->rx_buf_len, &pos)) {
 		ntr_free_buf(q, &keep);
 		return;
 	}
@@ -207,7 +210,7 @@ static struct sk_buff *ntr_rx_skb(struct ntr_queue *q,
 				  const struct ntrdma_tqp_rcomp *c,
 				  struct ntr_rx_buf *b)
 {
-	struct device *dev = q->net->ndev->dma_dev;
+	struct device *dev = ntrdma_dev_dma_device(q->net->ndev);
 	struct sk_buff *skb;
 
 	if (c->len <= READ_ONCE(rx_copybreak)) {
@@ -291,7 +294,7 @@ static int ntr_poll(struct napi_struct *napi, int budget)
 	int done = 0, rc;
 
 	while (done < budget) {
-		rc = ntrdma_tqp_poll_recv(q->qp, &c, q->net->rx_buf_len);
+		rc = ntrdma_tqp_poll_recv(q->tqp, &c, q->net->rx_buf_len);
 		if (rc <= 0) {
 			if (rc)
 				ntr_count(&q->rxc, &q->rxc.proto_errors, 1);
@@ -317,7 +320,7 @@ static int ntr_poll(struct napi_struct *napi, int budget)
 
 	/* Ask for a doorbell on the next completion, then re-check. */
 	if (done < budget && napi_complete_done(napi, done) &&
-	    ntrdma_tqp_recv_arm(q->qp))
+	    ntrdma_tqp_recv_arm(q->tqp))
 		napi_schedule(napi);
 	return done;
 }
@@ -339,7 +342,7 @@ static void ntr_update_carrier(struct ntrdma_net *net)
 	u32 peer = 0;
 
 	if (READ_ONCE(net->active) && netif_running(dev))
-		peer = ntrdma_tqp_peer_state(net->q[0].qp);
+		peer = ntrdma_tqp_peer_state(net->q[0].tqp);
 	if (peer > NTR_MAX_QUEUES) {
 		ntrdma_link_proto_error(net->ndev, "peer netdev state out of range");
 		peer = 0;
@@ -371,7 +374,7 @@ static void ntr_publish_open(struct ntrdma_net *net)
 	if (!READ_ONCE(net->active))
 		return;
 	for (i = net->nq - 1; i >= 0; i--)
-		ntrdma_tqp_set_state(net->q[i].qp,
+		ntrdma_tqp_set_state(net->q[i].tqp,
 				     !open ? 0 : i ? 1 : net->nq);
 }
 
@@ -488,7 +491,7 @@ static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
 
 	/* BQL counts it first: with the CPU, send_done runs inside send. */
 	kick = __netdev_tx_sent_queue(txq, len, netdev_xmit_more());
-	rc = ntrdma_tqp_send(q->qp, sg, n, len, ntr_skb_meta(skb), skb, !kick);
+	rc = ntrdma_tqp_send(q->tqp, sg, n, len, ntr_skb_meta(skb), skb, !kick);
 	if (!rc)
 		return NETDEV_TX_OK;
 
@@ -499,9 +502,9 @@ static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
 		/* No buffer posted; TXWAKE was requested (send re-checked). */
 		netif_tx_stop_queue(txq);
 		ntr_count(&q->txc, &q->txc.busy, 1);
-		ntrdma_tqp_send_flush(q->qp);
+		ntrdma_tqp_send_flush(q->tqp);
 		smp_mb(); /* stopped before re-checking for a racing post */
-		if (ntrdma_tqp_send_ready(q->qp))
+		if (ntrdma_tqp_send_ready(q->tqp))
 			netif_tx_start_queue(txq);
 		return NETDEV_TX_BUSY;
 	}
@@ -513,7 +516,7 @@ static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
 		net_warn_ratelimited("%s: %u-byte frame larger than the peer's buffers: dropped\n",
 				     dev->name, len);
 	dev_kfree_skb_any(skb);
-	ntrdma_tqp_send_flush(q->qp);
+	ntrdma_tqp_send_flush(q->tqp);
 	return NETDEV_TX_OK;
 }
 
@@ -527,7 +530,7 @@ static void ntr_drain_rx(struct ntr_queue *q)
 	struct ntrdma_tqp_rcomp c;
 	u32 n = 0;
 
-	while (ntrdma_tqp_poll_recv(q->qp, &c, q->net->rx_buf_len) > 0)
+	while (ntrdma_tqp_poll_recv(q->tqp, &c, q->net->rx_buf_len) > 0)
 		n++;
 	if (n)
 		ntr_count(&q->rxc, &q->rxc.dropped_down, n);
@@ -544,7 +547,7 @@ static void ntr_session_start(struct ntrdma_net *net)
 		q = &net->q[i];
 		/* The peer accepted this session: it left the previous one. */
 		ntr_free_quarantine(q);
-		ntrdma_tqp_start(q->qp);
+		ntrdma_tqp_start(q->tqp);
 		netdev_tx_reset_queue(netdev_get_tx_queue(net->netdev, i));
 	}
 	WRITE_ONCE(net->active, true);
@@ -572,35 +575,29 @@ static void ntr_session_stop(struct ntrdma_net *net)
 		napi_disable(&net->q[i].napi);
 		ntr_drain_rx(&net->q[i]);
 		/* Sends in flight complete (-ENOLINK) before this returns. */
-		ntrdma_tqp_stop(net->q[i].qp);
+		ntrdma_tqp_stop(net->q[i].tqp);
 		ntr_quarantine_rx(&net->q[i]);
 	}
 }
 
-void ntrdma_net_link_up(struct ntrdma_dev *ndev)
+static void ntr_link_up(void *priv)
 {
-	if (!ndev->net)
-		return;
+	struct ntrdma_net *net = priv;
+
 	rtnl_lock();
-	ntr_session_start(ndev->net);
+	ntr_session_start(net);
 	rtnl_unlock();
 }
 
-void ntrdma_net_link_down(struct ntrdma_dev *ndev)
+static void ntr_link_down(void *priv)
 {
-	if (!ndev->net)
-		return;
+	struct ntrdma_net *net = priv;
+
 	/* Carrier first: it needs no lock, and rtnl may be busy for long. */
-	netif_carrier_off(ndev->net->netdev);
+	netif_carrier_off(net->netdev);
 	rtnl_lock();
-	ntr_session_stop(ndev->net);
+	ntr_session_stop(net);
 	rtnl_unlock();
-}
-
-/* The netdev the verbs face binds its port to. */
-struct net_device *ntrdma_net_netdev(struct ntrdma_dev *ndev)
-{
-	return ndev->net ? ndev->net->netdev : NULL;
 }
 
 static int ntr_open(struct net_device *dev)
@@ -713,7 +710,7 @@ static void ntr_get_drvinfo(struct net_device *dev,
 	struct ntrdma_net *net = netdev_priv(dev);
 
 	strscpy(info->driver, "ntrdma", sizeof(info->driver));
-	strscpy(info->bus_info, dev_name(&net->ndev->ntb->dev),
+	strscpy(info->bus_info, dev_name(ntrdma_dev_parent(net->ndev)),
 		sizeof(info->bus_info));
 }
 
@@ -739,7 +736,7 @@ static void ntr_get_ethtool_stats(struct net_device *dev,
 	ntr_sum(net, &r, &t, &d);
 	for (i = 0; i < net->nq; i++) {
 		wakes += atomic64_read(&net->q[i].tx_wakes);
-		doorbells += ntrdma_tqp_doorbells(net->q[i].qp);
+		doorbells += ntrdma_tqp_doorbells(net->q[i].tqp);
 	}
 	*data++ = r.packets;
 	*data++ = r.bytes;
@@ -758,7 +755,7 @@ static void ntr_get_ethtool_stats(struct net_device *dev,
 	*data++ = t.proto_errors;
 	*data++ = wakes;
 	*data++ = doorbells;
-	*data++ = net->ndev->dma_chan ? 1 : 0;
+	*data++ = ntrdma_dev_dma_copies(net->ndev) ? 1 : 0;
 }
 
 static void ntr_get_channels(struct net_device *dev,
@@ -784,7 +781,7 @@ static const struct ethtool_ops ntr_ethtool_ops = {
 /* A stable locally administered MAC: host name, NTB device and port. */
 static void ntr_set_mac(struct ntrdma_net *net)
 {
-	struct ntb_dev *ntb = net->ndev->ntb;
+	struct ntb_dev *ntb = ntrdma_dev_ntb(net->ndev);
 	const char *node = utsname()->nodename;
 	u8 mac[ETH_ALEN];
 	u32 h;
@@ -811,7 +808,7 @@ static const struct ntrdma_tqp_ops ntr_tqp_ops = {
 static void ntr_queues_fini(struct ntrdma_net *net, int n)
 {
 	while (n--) {
-		ntrdma_tqp_destroy(net->q[n].qp);
+		ntrdma_tqp_destroy(net->q[n].tqp);
 		netif_napi_del(&net->q[n].napi);
 	}
 }
@@ -832,10 +829,10 @@ static int ntr_queues_init(struct ntrdma_net *net)
 		atomic64_set(&q->tx_wakes, 0);
 		netif_napi_add_weight(net->netdev, &q->napi, ntr_poll,
 				      NTR_NAPI_WEIGHT);
-		q->qp = ntrdma_tqp_create(net->ndev, NTRDMA_TQP_NET + i,
-					  &ntr_tqp_ops, q);
-		if (IS_ERR(q->qp)) {
-			rc = PTR_ERR(q->qp);
+		q->tqp = ntrdma_tqp_create(net->ndev, NTRDMA_TQP_NET + i,
+					   &ntr_tqp_ops, q);
+		if (IS_ERR(q->tqp)) {
+			rc = PTR_ERR(q->tqp);
 			netif_napi_del(&q->napi);
 			ntr_queues_fini(net, i);
 			return rc;
@@ -844,7 +841,7 @@ static int ntr_queues_init(struct ntrdma_net *net)
 	return 0;
 }
 
-int ntrdma_net_add(struct ntrdma_dev *ndev)
+static int ntr_add(struct ntrdma_dev *ndev, void **priv)
 {
 	int nq = clamp_t(int, net_queues, 1, NTR_MAX_QUEUES);
 	struct net_device *dev;
@@ -868,7 +865,7 @@ int ntrdma_net_add(struct ntrdma_dev *ndev)
 		goto err_free;
 	}
 
-	SET_NETDEV_DEV(dev, &ndev->ntb->dev);
+	SET_NETDEV_DEV(dev, ntrdma_dev_parent(ndev));
 	dev->netdev_ops = &ntr_netdev_ops;
 	dev->ethtool_ops = &ntr_ethtool_ops;
 	dev->min_mtu = ETH_MIN_MTU;
@@ -884,14 +881,15 @@ int ntrdma_net_add(struct ntrdma_dev *ndev)
 	rc = ntr_queues_init(net);
 	if (rc)
 		goto err_q;
-	ndev->net = net;
 	rc = register_netdev(dev);
 	if (rc)
 		goto err_queues;
+	/* The verbs face binds its port to this netdev (rdma_cm). */
+	ntrdma_dev_set_netdev(ndev, dev);
+	*priv = net;
 	return 0;
 
 err_queues:
-	ndev->net = NULL;
 	ntr_queues_fini(net, nq);
 err_q:
 	kvfree(net->q);
@@ -901,23 +899,30 @@ err_free:
 }
 
 /* After the link session ended (ntrdma_link_stop()). Posted buffers are
- * kept (leaked) unless @free_posted: the peer may still write into them.
+ * kept (leaked) unless @peer_quiet: the peer may still write into them.
  */
-void ntrdma_net_del(struct ntrdma_dev *ndev, bool free_posted)
+static void ntr_del(void *priv, bool peer_quiet)
 {
-	struct ntrdma_net *net = ndev->net;
+	struct ntrdma_net *net = priv;
 	int i;
 
-	if (!net)
-		return;
+	ntrdma_dev_set_netdev(net->ndev, NULL);
 	unregister_netdev(net->netdev);
-	ndev->net = NULL;
 	for (i = 0; i < net->nq; i++) {
 		ntr_quarantine_rx(&net->q[i]);
-		if (free_posted)
+		if (peer_quiet)
 			ntr_free_quarantine(&net->q[i]);
 	}
 	ntr_queues_fini(net, net->nq);
 	kvfree(net->q);
 	free_netdev(net->netdev);
 }
+
+/* The Ethernet face, as the module lists it (ntrdma_main.c). */
+const struct ntrdma_face ntrdma_net_face = {
+	.name		= "Ethernet",
+	.add		= ntr_add,
+	.del		= ntr_del,
+	.link_up	= ntr_link_up,
+	.link_down	= ntr_link_down,
+};

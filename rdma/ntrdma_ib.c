@@ -24,7 +24,7 @@
  * rdma_cm accepts an IB-protocol port only behind an IPoIB netdev, and
  * ntr%d is Ethernet; it also asks port 1 alone whether a device can
  * listen. So the port's core protocol is iWARP with the iw_cm capability
- * (connections through ntrdma_cm.c over the command channel), while what
+ * (connections through ntrdma_iwcm.c over the command channel), while what
  * users see stays InfiniBand: the link layer, the LID, GID 0. GID 1 holds
  * the netdev's MAC, the key by which rdma_cm finds an iWARP port.
  */
@@ -37,6 +37,7 @@
 #include <rdma/iw_cm.h>
 #include <rdma/uverbs_ioctl.h>
 
+#include "ntrdma_faces.h"
 #include "ntrdma_ib.h"
 
 /* ---- rings shared with userspace ---- */
@@ -199,7 +200,7 @@ static int ntrdma_query_device(struct ib_device *ibdev,
 /* Our LID: the device index + 1 (nothing routes on it: one peer). */
 static u16 ntrdma_ib_lid(struct ntrdma_ib *nib)
 {
-	return (nib->ndev->index & 0x3fff) + 1;
+	return (ntrdma_dev_index(nib->ndev) & 0x3fff) + 1;
 }
 
 static int ntrdma_query_port(struct ib_device *ibdev, u32 port,
@@ -236,7 +237,7 @@ static int ntrdma_query_gid(struct ib_device *ibdev, u32 port, int index,
 	memset(gid, 0, sizeof(*gid));
 	if (index == 1) {
 		/* iWARP style: the MAC (what rdma_cm looks an address up by). */
-		netdev = ntrdma_net_netdev(to_nib(ibdev)->ndev);
+		netdev = ntrdma_dev_netdev(to_nib(ibdev)->ndev);
 		if (netdev)
 			memcpy(gid->raw, netdev->dev_addr, ETH_ALEN);
 		return 0;
@@ -378,9 +379,9 @@ static const struct ib_device_ops ntrdma_ib_ops = {
 
 /* ---- registration ---- */
 
-int ntrdma_ib_add(struct ntrdma_dev *ndev)
+static int ntrdma_ib_add(struct ntrdma_dev *ndev, void **priv)
 {
-	struct net_device *netdev = ntrdma_net_netdev(ndev);
+	struct net_device *netdev = ntrdma_dev_netdev(ndev);
 	struct ntrdma_ib *nib;
 	struct ib_device *ibdev;
 	int rc;
@@ -411,7 +412,7 @@ int ntrdma_ib_add(struct ntrdma_dev *ndev)
 	ibdev->node_type = RDMA_NODE_IB_CA;
 	ibdev->phys_port_cnt = 1;
 	ibdev->num_comp_vectors = num_online_cpus();
-	ibdev->dev.parent = &ndev->ntb->dev;
+	ibdev->dev.parent = ntrdma_dev_parent(ndev);
 	strscpy(ibdev->node_desc, "NTRDMA (PCIe NTB)", sizeof(ibdev->node_desc));
 	addrconf_addr_eui48((unsigned char *)&ibdev->node_guid,
 			    netdev->dev_addr);
@@ -432,9 +433,10 @@ int ntrdma_ib_add(struct ntrdma_dev *ndev)
 	rc = ib_register_device(ibdev, "ntrdma%d", NULL);
 	if (rc)
 		goto err_cm;
-	ndev->ib = nib;
-	dev_info(&ndev->ntb->dev, "%s: verbs device %s on %s\n", ndev->name,
-		 dev_name(&ibdev->dev), netdev_name(netdev));
+	*priv = nib;
+	dev_info(ntrdma_dev_parent(ndev), "%s: verbs device %s on %s\n",
+		 ntrdma_dev_name(ndev), dev_name(&ibdev->dev),
+		 netdev_name(netdev));
 	return 0;
 
 err_cm:
@@ -451,19 +453,19 @@ err_dealloc:
 	return rc;
 }
 
-/* Before the netdev goes: the ib_device holds a reference to it. */
-void ntrdma_ib_del(struct ntrdma_dev *ndev)
+/*
+ * Before the netdev goes (the faces go in reverse order): the ib_device
+ * holds a reference to it.
+ */
+static void ntrdma_ib_del(void *priv, bool peer_quiet)
 {
-	struct ntrdma_ib *nib = ndev->ib;
+	struct ntrdma_ib *nib = priv;
 
-	if (!nib)
-		return;
-	ndev->ib = NULL;
 	ib_unregister_device(&nib->ibdev);	/* waits for/evicts users */
 	WARN_ON(!xa_empty(&nib->qp_xa) || !xa_empty(&nib->cq_xa));
 	ntrdma_cm_fini(nib);
 	/* The session is over; the peer left it unless we are told not. */
-	ntrdma_vx_fini(nib, ndev->peer_quiet);
+	ntrdma_vx_fini(nib, peer_quiet);
 	ntrdma_mem_fini(nib);
 	xa_destroy(&nib->qp_xa);
 	xa_destroy(&nib->cq_xa);
@@ -471,38 +473,47 @@ void ntrdma_ib_del(struct ntrdma_dev *ndev)
 	ib_dealloc_device(&nib->ibdev);
 }
 
-static void ntrdma_ib_port_event(struct ntrdma_dev *ndev,
+static void ntrdma_ib_port_event(struct ntrdma_ib *nib,
 				 enum ib_event_type type)
 {
 	struct ib_event ev = {
+		.device = &nib->ibdev,
 		.event = type,
 		.element.port_num = 1,
 	};
 
-	if (!ndev->ib)
-		return;
-	ev.device = &ndev->ib->ibdev;
 	ib_dispatch_event(&ev);
 }
 
-void ntrdma_ib_link_up(struct ntrdma_dev *ndev)
+static void ntrdma_ib_link_up(void *priv)
 {
-	if (ndev->ib)
-		ntrdma_vx_start(ndev->ib);
-	ntrdma_ib_port_event(ndev, IB_EVENT_PORT_ACTIVE);
+	struct ntrdma_ib *nib = priv;
+
+	ntrdma_vx_start(nib);
+	ntrdma_ib_port_event(nib, IB_EVENT_PORT_ACTIVE);
 }
 
 /*
  * The session with the peer ended: the port goes down, and connected QPs
  * (their peer QPs belong to the old session and are gone) go to ERR.
  */
-void ntrdma_ib_link_down(struct ntrdma_dev *ndev)
+static void ntrdma_ib_link_down(void *priv)
 {
-	ntrdma_ib_port_event(ndev, IB_EVENT_PORT_ERR);
-	if (!ndev->ib)
-		return;
+	struct ntrdma_ib *nib = priv;
+
+	ntrdma_ib_port_event(nib, IB_EVENT_PORT_ERR);
 	/* Sends in flight complete before the QPs are flushed. */
-	ntrdma_vx_stop(ndev->ib);
-	ntrdma_qps_link_down(ndev->ib);
-	ntrdma_cm_link_down(ndev->ib);
+	ntrdma_vx_stop(nib);
+	ntrdma_qps_link_down(nib);
+	ntrdma_cm_link_down(nib);
 }
+
+/* The verbs face, as the module lists it (ntrdma_main.c). */
+const struct ntrdma_face ntrdma_ib_face = {
+	.name		= "verbs",
+	.optional	= true,	/* without it Ethernet still runs */
+	.add		= ntrdma_ib_add,
+	.del		= ntrdma_ib_del,
+	.link_up	= ntrdma_ib_link_up,
+	.link_down	= ntrdma_ib_link_down,
+};

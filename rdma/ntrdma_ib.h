@@ -15,8 +15,9 @@
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 
-#include "ntrdma.h"
 #include "ntrdma_abi.h"
+#include "ntrdma_engine.h"
+#include "ntrdma_verbs_wire.h"
 
 /* Limits advertised in query_device and enforced exactly. */
 #define NTRDMA_MAX_QP		4096
@@ -69,7 +70,7 @@ struct ntrdma_ib {
 	atomic_t num_pd;
 	atomic_t num_srq;
 
-	/* connection manager (ntrdma_cm.c) */
+	/* connection manager (ntrdma_iwcm.c) */
 	struct mutex cm_mutex;		/* every CM state change */
 	struct list_head cm_listeners;
 	struct xarray cep_xa;		/* connection id -> struct ntrdma_cep */
@@ -230,7 +231,7 @@ struct ntrdma_qp {
 	struct rdma_ah_attr ah_attr;
 
 	/*
-	 * Data path (ntrdma_qp_tx.c requester, ntrdma_qp_rx.c responder),
+	 * Data path (ntrdma_req.c requester, ntrdma_resp.c responder),
 	 * all under sq_lock.
 	 */
 	struct ntrdma_swqe *swq;	/* shadow of the SQ ring */
@@ -272,7 +273,7 @@ struct ntrdma_qp {
 	/* statistics */
 	u64 tx_msgs, rx_msgs, rnr_naks;
 
-	/* rdma_cm (ntrdma_cm.c): the connection, under sq_lock */
+	/* rdma_cm (ntrdma_iwcm.c): the connection, under sq_lock */
 	bool cm;			/* INIT the way rdma_cm does it */
 	struct ntrdma_cep *cep;
 	atomic_t iw_refs;		/* the iw_cm's references */
@@ -351,15 +352,15 @@ void ntrdma_vx_flush_tx(struct ntrdma_qp *qp);
 void ntrdma_vx_qp_fini(struct ntrdma_qp *qp);
 bool ntrdma_vx_segs_idle(struct ntrdma_qp *qp);
 
-/* ntrdma_qp_tx.c: requester */
+/* ntrdma_req.c: requester */
 void ntrdma_req_reset(struct ntrdma_qp *qp);
-void ntrdma_qp_tx(struct ntrdma_qp *qp);
+void ntrdma_req_tx(struct ntrdma_qp *qp);
 void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		   const void *payload, u32 len);
 void ntrdma_req_flush(struct ntrdma_qp *qp, bool post);
 void ntrdma_req_init(struct ntrdma_qp *qp);
 
-/* ntrdma_qp_rx.c: responder */
+/* ntrdma_resp.c: responder */
 void ntrdma_resp_reset(struct ntrdma_qp *qp);
 void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		    const void *payload, u32 len);
@@ -437,7 +438,7 @@ int ntrdma_ring_post_recv(struct ntrdma_ring *ring, spinlock_t *lock,
 int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord);
 void ntrdma_qp_cm_disconnected(struct ntrdma_qp *qp);
 
-/* ntrdma_cm.c */
+/* ntrdma_iwcm.c: connection manager (iw_cm verbs) */
 struct iw_cm_id;
 struct iw_cm_conn_param;
 int ntrdma_cm_init(struct ntrdma_ib *nib);

@@ -8,7 +8,7 @@
  * vmalloc_user memory that userspace maps (ntrdma_abi.h): the provider
  * writes WQEs and the producer index; the kernel will copy each WQE out
  * of the ring and validate it (keys, PD, access, lengths) before any data
- * moves (ntrdma_qp_tx.c requester, ntrdma_qp_rx.c responder, over the
+ * moves (ntrdma_req.c requester, ntrdma_resp.c responder, over the
  * verbs transport of ntrdma_vx.c). post_send is the doorbell; it returns
  * -EINVAL in RESET, INIT and RTR. Entering ERR flushes every posted WQE to
  * its CQ with IB_WC_WR_FLUSH_ERR (the one that failed first with its own
@@ -300,13 +300,14 @@ static void ntrdma_rq_flush(struct ntrdma_qp *qp)
 /*
  * The QP enters ERR: everything posted completes (flush errors, the WQE
  * that failed with its own status first), then the async event @ev if
- * @event. Caller holds sq_lock (data path or modify_qp).
+ * @event. From the data path or modify_qp.
  */
 static void ntrdma_qp_error_ev(struct ntrdma_qp *qp, bool event,
 			       enum ib_event_type ev)
 {
 	struct ib_event e;
 
+	lockdep_assert_held(&qp->sq_lock);
 	WRITE_ONCE(qp->state, IB_QPS_ERR);
 	ntrdma_cm_qp_down(qp);
 	ntrdma_req_flush(qp, true);
@@ -360,7 +361,7 @@ static void ntrdma_qp_tx_work(struct work_struct *work)
 		spin_unlock_irqrestore(&qp->sq_lock, flags);
 		return;
 	}
-	ntrdma_qp_tx(qp);
+	ntrdma_req_tx(qp);
 }
 
 static void ntrdma_ring_reset(struct ntrdma_ring *ring)
@@ -497,7 +498,7 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	rc = 0;
 	/* Work posted before RTS, or answers owed since RTR. */
 	if (next == IB_QPS_RTS)
-		ntrdma_qp_tx(qp);
+		ntrdma_req_tx(qp);
 out:
 	mutex_unlock(&qp->lock);
 	return rc;
@@ -541,7 +542,7 @@ int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord)
 	WRITE_ONCE(qp->state, IB_QPS_RTS);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	rc = 0;
-	ntrdma_qp_tx(qp);
+	ntrdma_req_tx(qp);
 out:
 	mutex_unlock(&qp->lock);
 	return rc;
@@ -761,7 +762,7 @@ int ntrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		spin_unlock_irqrestore(&qp->sq_lock, flags);
 		return rc;
 	}
-	ntrdma_qp_tx(qp);
+	ntrdma_req_tx(qp);
 	return rc;
 }
 

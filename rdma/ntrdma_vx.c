@@ -3,7 +3,7 @@
  * NTRDMA verbs face: the verbs transport. Every RC QP of the device talks
  * to its peer QP through one engine TQP (NTRDMA_TQP_VERBS), multiplexed by
  * the destination QP number in each segment's header (struct ntrdma_vx_hdr
- * in ntrdma_wire.h).
+ * in ntrdma_verbs_wire.h).
  *
  * Send: a segment is a header slot of the QP (header plus inline data), then
  * payload straight from the pages of the MRs the WQE named (zero copy on
@@ -13,7 +13,7 @@
  * Receive: NTRDMA_VX_RX_BUFS buffers of NTRDMA_VX_BUF bytes are posted to
  * the peer. A work item polls them, copies the header out of the buffer
  * (the peer may still write it), checks it, hands the segment to the QP
- * (ntrdma_qp_rx.c as responder, ntrdma_qp_tx.c as requester), which checks
+ * (ntrdma_resp.c as responder, ntrdma_req.c as requester), which checks
  * keys, PD, access and ranges against its own tables before copying the
  * payload out, and posts the buffer again.
  */
@@ -63,9 +63,9 @@ static struct ntrdma_qp *vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
 	memcpy(&h, buf, sizeof(h));
 	if (ntrdma_vx_check_hdr(&h, len)) {
 		atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_INVALID]);
-		dev_warn_ratelimited(&vx->ndev->ntb->dev,
+		dev_warn_ratelimited(ntrdma_dev_parent(vx->ndev),
 				     "%s: verbs: invalid segment (op %u, %u bytes) dropped\n",
-				     vx->ndev->name, h.op, len);
+				     ntrdma_dev_name(vx->ndev), h.op, len);
 		return NULL;
 	}
 	/* Destroy removes a QP from the table, then waits for this work. */
@@ -93,7 +93,7 @@ static int vx_post(struct ntrdma_vx *vx, u16 i)
 	u32 pos;
 	int rc;
 
-	dma_sync_single_for_device(vx->ndev->dma_dev, vx->buf[i].dma,
+	dma_sync_single_for_device(ntrdma_dev_dma_device(vx->ndev), vx->buf[i].dma,
 				   NTRDMA_VX_BUF, DMA_FROM_DEVICE);
 	rc = ntrdma_tqp_post_recv(vx->tqp, vx->buf[i].dma, NTRDMA_VX_BUF, &pos);
 	if (!rc)
@@ -116,7 +116,7 @@ static void vx_rx_work(struct work_struct *work)
 		if (rc <= 0)
 			break;
 		i = vx->at[ntrdma_ring_idx(c.pos, NTRDMA_TQP_RING)];
-		dma_sync_single_for_cpu(vx->ndev->dma_dev, vx->buf[i].dma,
+		dma_sync_single_for_cpu(ntrdma_dev_dma_device(vx->ndev), vx->buf[i].dma,
 					c.len, DMA_FROM_DEVICE);
 		qp = vx_rx_one(vx, page_address(vx->buf[i].page), c.len);
 		/* Same buffer, next position: the ring never runs dry. */
@@ -126,13 +126,13 @@ static void vx_rx_work(struct work_struct *work)
 		 * once it has taken the segments in a row that are its own.
 		 */
 		if (pending && qp != pending)
-			ntrdma_qp_tx(pending);
+			ntrdma_req_tx(pending);
 		if (qp)
 			pending = qp;
 	}
 	ntrdma_tqp_post_commit(vx->tqp);
 	if (pending)
-		ntrdma_qp_tx(pending);
+		ntrdma_req_tx(pending);
 	if (rc < 0)
 		return;	/* protocol error: the link is going down */
 	if (n == NTRDMA_VX_BUDGET || ntrdma_tqp_recv_arm(vx->tqp))
@@ -275,7 +275,7 @@ static const struct ntrdma_tqp_ops vx_tqp_ops = {
  * taken (fewer than @len when the TQP's gather list is full), -EBUSY when
  * the QP's segment slots are all in flight, -ENOSPC when the peer has no
  * buffer posted, -EFAULT for an MR address without a page, or the TQP's
- * error. Caller holds sq_lock.
+ * error.
  */
 int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		   const void *inl, u32 inl_len, const struct ntrdma_rsge *sg,
@@ -291,6 +291,7 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	int n = 1, i = 0, got, rc;
 	u64 addr;
 
+	lockdep_assert_held(&qp->sq_lock);
 	spin_lock_irqsave(&qp->seg_lock, flags);
 	if ((u32)(qp->seg_prod - qp->seg_done) >= NTRDMA_QP_SEGS) {
 		qp->seg_blocked = true;	/* the next send_done kicks us */
@@ -407,7 +408,7 @@ int ntrdma_vx_init(struct ntrdma_ib *nib)
 	spin_lock_init(&vx->wait_lock);
 	INIT_LIST_HEAD(&vx->tx_waiters);
 	vx->wq = alloc_workqueue("%s_vx", WQ_HIGHPRI | WQ_MEM_RECLAIM, 0,
-				 ndev->name);
+				 ntrdma_dev_name(ndev));
 	if (!vx->wq) {
 		rc = -ENOMEM;
 		goto err_free;
@@ -419,9 +420,9 @@ int ntrdma_vx_init(struct ntrdma_ib *nib)
 			rc = -ENOMEM;
 			goto err_bufs;
 		}
-		vx->buf[i].dma = dma_map_page(ndev->dma_dev, vx->buf[i].page, 0,
+		vx->buf[i].dma = dma_map_page(ntrdma_dev_dma_device(ndev), vx->buf[i].page, 0,
 					      NTRDMA_VX_BUF, DMA_FROM_DEVICE);
-		if (dma_mapping_error(ndev->dma_dev, vx->buf[i].dma)) {
+		if (dma_mapping_error(ntrdma_dev_dma_device(ndev), vx->buf[i].dma)) {
 			__free_pages(vx->buf[i].page, get_order(NTRDMA_VX_BUF));
 			rc = -EIO;
 			goto err_bufs;
@@ -437,7 +438,7 @@ int ntrdma_vx_init(struct ntrdma_ib *nib)
 
 err_bufs:
 	while (i--) {
-		dma_unmap_page(ndev->dma_dev, vx->buf[i].dma, NTRDMA_VX_BUF,
+		dma_unmap_page(ntrdma_dev_dma_device(ndev), vx->buf[i].dma, NTRDMA_VX_BUF,
 			       DMA_FROM_DEVICE);
 		__free_pages(vx->buf[i].page, get_order(NTRDMA_VX_BUF));
 	}
@@ -462,12 +463,12 @@ void ntrdma_vx_fini(struct ntrdma_ib *nib, bool free_posted)
 	ntrdma_tqp_destroy(vx->tqp);
 	destroy_workqueue(vx->wq);
 	if (vx->posted_ever && !free_posted) {
-		dev_warn(&vx->ndev->ntb->dev,
+		dev_warn(ntrdma_dev_parent(vx->ndev),
 			 "%s: verbs: the peer may still write our %u receive buffers: keeping the memory\n",
-			 vx->ndev->name, NTRDMA_VX_RX_BUFS);
+			 ntrdma_dev_name(vx->ndev), NTRDMA_VX_RX_BUFS);
 	} else {
 		for (i = 0; i < NTRDMA_VX_RX_BUFS; i++) {
-			dma_unmap_page(vx->ndev->dma_dev, vx->buf[i].dma,
+			dma_unmap_page(ntrdma_dev_dma_device(vx->ndev), vx->buf[i].dma,
 				       NTRDMA_VX_BUF, DMA_FROM_DEVICE);
 			__free_pages(vx->buf[i].page,
 				     get_order(NTRDMA_VX_BUF));

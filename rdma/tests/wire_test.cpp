@@ -14,8 +14,11 @@ using u16 = std::uint16_t;
 using u32 = std::uint32_t;
 using u64 = std::uint64_t;
 using s32 = std::int32_t;
+using __be16 = std::uint16_t;
 
 extern "C" {
+#include "ntrdma_net_wire.h"
+#include "ntrdma_verbs_wire.h"
 #include "ntrdma_wire.h"
 }
 

@@ -151,7 +151,7 @@ TEST_F(Verbs, QueryPortLinkLayerLidAndGid) {
 }
 
 // GID 1 holds the netdev's MAC: rdma_cm finds the device by it (the port
-// connects through the iw_cm, see ntrdma_cm.c).
+// connects through the iw_cm, see ntrdma_iwcm.c).
 TEST_F(Verbs, GidOneIsTheMacForRdmaCm) {
     ibv_port_attr p{};
     ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);

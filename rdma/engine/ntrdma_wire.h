@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * NTRDMA wire format: what one side writes into the other's memory, and the
- * pure checks applied to it before use. Self-contained C (no kernel headers)
- * so the userspace unit tests compile the very same code; the includer
- * provides the fixed-width types (u8/u16/u32/u64/s32).
+ * NTRDMA engine wire format: what one side's engine writes into the other's
+ * memory (scratchpads, inbox, doorbells, TQP descriptors and completions,
+ * command slots), the numbering the faces share (TQP ids, command ops), and
+ * the pure checks applied to it before use. The faces' own formats live
+ * beside them: net/ntrdma_net_wire.h, rdma/ntrdma_verbs_wire.h.
+ * Self-contained C (no kernel headers) so the userspace unit tests compile
+ * the very same code; the includer provides the fixed-width types
+ * (u8/u16/u32/u64/s32).
  *
  * Every value read from the peer is hostile until one of the ntrdma_wire_*
  * checks below has accepted it.
@@ -39,10 +43,15 @@ enum ntrdma_spad {
  * (cqe) into the receiver's inbox, then the completion producer index, then
  * rings the receiver's doorbell. Ring sizes are powers of two.
  */
-#define NTRDMA_TQP_COUNT	8
 #define NTRDMA_TQP_RING		256u
-#define NTRDMA_TQP_NET		0	/* the Ethernet face's first queue pair */
-#define NTRDMA_NET_QUEUES_MAX	4	/* TQPs NET .. NET + 3 */
+#define NTRDMA_NET_QUEUES_MAX	4
+
+/* Which TQP carries what: each face owns its own ids. */
+enum ntrdma_tqp_id {
+	NTRDMA_TQP_NET = 0,	/* Ethernet: NET .. NET + NET_QUEUES_MAX - 1 */
+	NTRDMA_TQP_VERBS = 7,	/* verbs: every QP's segments */
+	NTRDMA_TQP_COUNT
+};
 
 /* Virtual doorbell numbers: the command channel, then three per TQP. */
 #define NTRDMA_VDB_CMD		0	/* requests or responses arrived */
@@ -90,6 +99,17 @@ struct ntrdma_wire_tqp {
 #define NTRDMA_CMD_DATA		248u
 #define NTRDMA_RSP_DATA		52u
 
+/* Command ops: the engine's diagnostics, then each face's. */
+enum ntrdma_cmd_op {
+	NTRDMA_CMD_ECHO = 1,	/* diagnostics: answer the data */
+	NTRDMA_CMD_DELAY = 2,	/* diagnostics: answer after u32 ms */
+	NTRDMA_CMD_CM_REQ = 8,	/* verbs rdma_cm: connect */
+	NTRDMA_CMD_CM_ACCEPT,
+	NTRDMA_CMD_CM_REJECT,
+	NTRDMA_CMD_CM_DISC,
+	NTRDMA_CMD_OPS = 32
+};
+
 struct ntrdma_wire_cmd {
 	u32 seq;
 	u16 op;
@@ -104,33 +124,6 @@ struct ntrdma_wire_rsp {
 	u16 pad;
 	u8 data[NTRDMA_RSP_DATA];
 };
-
-/* Net face: what it keeps in a completion's meta word. */
-#define NTRDMA_NET_CSUM_OK	0x1u	/* data verified/complete: skip csum */
-#define NTRDMA_NET_GSO_TCPV4	0x2u
-#define NTRDMA_NET_GSO_TCPV6	0x4u
-#define NTRDMA_NET_FLAGS	0x7u
-
-struct ntrdma_net_meta {
-	u16 flags;
-	u16 gso_size;
-	u16 csum_start;		/* for CHECKSUM_PARTIAL frames */
-	u16 csum_offset;
-};
-
-static inline u64 ntrdma_net_meta_pack(const struct ntrdma_net_meta *m)
-{
-	return (u64)m->flags | (u64)m->gso_size << 16 |
-	       (u64)m->csum_start << 32 | (u64)m->csum_offset << 48;
-}
-
-static inline void ntrdma_net_meta_unpack(u64 v, struct ntrdma_net_meta *m)
-{
-	m->flags = (u16)v;
-	m->gso_size = (u16)(v >> 16);
-	m->csum_start = (u16)(v >> 32);
-	m->csum_offset = (u16)(v >> 48);
-}
 
 /*
  * The inbox: one per side, in that side's own memory, written only by the
@@ -214,26 +207,6 @@ static inline int ntrdma_wire_check_cqe(const struct ntrdma_wire_cqe *c,
 	return 0;
 }
 
-/* The net face's meta word of a frame of @len bytes. */
-static inline int ntrdma_net_check_meta(const struct ntrdma_net_meta *m,
-					u32 len)
-{
-	u32 gso = m->flags & (NTRDMA_NET_GSO_TCPV4 | NTRDMA_NET_GSO_TCPV6);
-
-	if (m->flags & ~NTRDMA_NET_FLAGS)
-		return -3;
-	if (gso == (NTRDMA_NET_GSO_TCPV4 | NTRDMA_NET_GSO_TCPV6))
-		return -4;
-	/* A GSO frame carries a TCP checksum left to finish. */
-	if (gso && (!m->gso_size || !(m->flags & NTRDMA_NET_CSUM_OK) ||
-		    !m->csum_start))
-		return -4;
-	if ((m->csum_start || m->csum_offset) &&
-	    (u32)m->csum_start + m->csum_offset + 2 > len)
-		return -4;
-	return 0;
-}
-
 /*
  * A command the peer wrote into slot @expect_seq % RING: 0 when its header
  * is usable (the op itself is checked by its handler).
@@ -259,122 +232,6 @@ static inline int ntrdma_wire_check_rsp(const struct ntrdma_wire_rsp *r,
 	if (r->status > 0 || r->status < -4095)
 		return -3;
 	return 0;
-}
-
-/*
- * Verbs face: its messages ride one TQP (NTRDMA_TQP_VERBS). Every message
- * is one segment of a verbs message: a header (struct ntrdma_vx_hdr), then
- * for SEND/WRITE/READ_RESP the payload bytes at @offset of the message.
- * Messages of one QP carry a message sequence number (msn, 24 bits, as a
- * PSN: the requester starts at sq_psn, the responder expects rq_psn).
- */
-#define NTRDMA_TQP_VERBS	7
-#define NTRDMA_VX_BUF		65536u	/* posted receive buffer */
-#define NTRDMA_VX_MAX_MSG	0x80000000u	/* the port's max_msg_sz */
-#define NTRDMA_VX_MSN_MASK	0xffffffu
-
-enum ntrdma_vx_op {
-	NTRDMA_VX_SEND = 1,	/* requester: payload into a receive */
-	NTRDMA_VX_WRITE,	/* requester: payload at rkey/raddr */
-	NTRDMA_VX_READ_REQ,	/* requester: total bytes at rkey/raddr */
-	NTRDMA_VX_ATOMIC_REQ,	/* requester: 8 bytes at rkey/raddr */
-	NTRDMA_VX_ACK,		/* responder: all up to msn done, or a NAK */
-	NTRDMA_VX_READ_RESP,	/* responder: payload of a READ */
-	NTRDMA_VX_ATOMIC_RESP,	/* responder: the original value */
-	NTRDMA_VX_OP_MAX = NTRDMA_VX_ATOMIC_RESP,
-};
-
-enum {
-	NTRDMA_VX_FIRST		= 1 << 0,
-	NTRDMA_VX_LAST		= 1 << 1,
-	NTRDMA_VX_IMM		= 1 << 2,	/* SEND/WRITE with immediate */
-	NTRDMA_VX_SOLICITED	= 1 << 3,
-	NTRDMA_VX_FADD		= 1 << 4,	/* ATOMIC_REQ: fetch-add */
-	NTRDMA_VX_FLAGS		= 0x1f,
-};
-
-/* ACK syndromes (what the requester's WQE completes with). */
-enum ntrdma_vx_syn {
-	NTRDMA_VX_SYN_OK = 0,
-	NTRDMA_VX_SYN_RNR,		/* no receive: retry after @rnr_timer */
-	NTRDMA_VX_SYN_ACCESS,		/* remote access error */
-	NTRDMA_VX_SYN_INV_REQ,		/* invalid request (length...) */
-	NTRDMA_VX_SYN_OP_ERR,		/* remote operational error */
-	NTRDMA_VX_SYN_MAX = NTRDMA_VX_SYN_OP_ERR,
-};
-
-struct ntrdma_vx_hdr {
-	u8 op;
-	u8 flags;
-	u8 syndrome;		/* ACK */
-	u8 rnr_timer;		/* ACK with SYN_RNR: IB encoding 0..31 */
-	u32 src_qpn;
-	u32 dst_qpn;
-	u32 msn;
-	u32 offset;		/* of this segment's payload in the message */
-	u32 total;		/* message bytes */
-	u32 rkey;
-	u32 imm;		/* big endian, as posted */
-	u64 raddr;		/* remote address of the message's byte 0 */
-	u64 cmp_add;		/* ATOMIC_REQ; ATOMIC_RESP: original value */
-	u64 swap;
-};
-
-/*
- * A verbs segment of @len bytes (header included): 0 when its header is
- * consistent with its length (keys, addresses and QPs are checked by the
- * verbs face against its own tables).
- */
-static inline int ntrdma_vx_check_hdr(const struct ntrdma_vx_hdr *h, u32 len)
-{
-	u32 pay;
-
-	if (len < sizeof(*h))
-		return -1;
-	pay = len - sizeof(*h);
-	if (h->op < NTRDMA_VX_SEND || h->op > NTRDMA_VX_OP_MAX)
-		return -2;
-	if (h->flags & ~NTRDMA_VX_FLAGS)
-		return -3;
-	if (h->msn & ~NTRDMA_VX_MSN_MASK || h->src_qpn > 0xffffff ||
-	    h->dst_qpn > 0xffffff)
-		return -4;
-	if (h->total > NTRDMA_VX_MAX_MSG)
-		return -5;
-	switch (h->op) {
-	case NTRDMA_VX_SEND:
-	case NTRDMA_VX_WRITE:
-		if (h->offset > h->total || pay > h->total - h->offset)
-			return -6;
-		if (!!(h->flags & NTRDMA_VX_FIRST) != !h->offset)
-			return -7;
-		if (!!(h->flags & NTRDMA_VX_LAST) !=
-		    (h->offset + pay == h->total))
-			return -7;
-		return 0;
-	case NTRDMA_VX_READ_RESP:
-		if (h->offset > h->total || pay > h->total - h->offset ||
-		    (!pay && h->total))
-			return -6;
-		return 0;
-	case NTRDMA_VX_ACK:
-		if (h->syndrome > NTRDMA_VX_SYN_MAX || h->rnr_timer > 31)
-			return -8;
-		return pay ? -6 : 0;
-	case NTRDMA_VX_ATOMIC_REQ:
-	case NTRDMA_VX_ATOMIC_RESP:
-		if (h->total != 8)
-			return -6;
-		return pay ? -6 : 0;
-	default: /* READ_REQ */
-		return pay ? -6 : 0;
-	}
-}
-
-/* Serial-number order of 24-bit msns: a - b as a signed distance. */
-static inline int ntrdma_vx_msn_diff(u32 a, u32 b)
-{
-	return (int)((a - b) << 8) >> 8;
 }
 
 #endif /* NTRDMA_WIRE_H */

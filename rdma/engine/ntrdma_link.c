@@ -17,7 +17,7 @@
 #include <linux/moduleparam.h>
 #include <linux/random.h>
 
-#include "ntrdma.h"
+#include "ntrdma_priv.h"
 
 unsigned int ntrdma_heartbeat_ms = 100;
 module_param_named(heartbeat_ms, ntrdma_heartbeat_ms, uint, 0444);
@@ -41,6 +41,15 @@ static unsigned long ntrdma_hb_timeout(void)
 	return msecs_to_jiffies(t);
 }
 
+/**
+ * ntrdma_link_is_up() - whether a session runs
+ * @ndev: the device
+ *
+ * Any context. A face's link_up callback has run when this turns true and
+ * its link_down callback runs right after it turns false.
+ *
+ * Return: true while the handshake is done and the heartbeat alive.
+ */
 bool ntrdma_link_is_up(struct ntrdma_dev *ndev)
 {
 	return READ_ONCE(ndev->state) == NTRDMA_LINK_UP;
@@ -150,6 +159,7 @@ static void ntrdma_hb_timer(struct timer_list *t)
 
 static void ntrdma_go_up(struct ntrdma_dev *ndev)
 {
+	lockdep_assert_held(&ndev->link_lock);
 	ndev->hb_seen = READ_ONCE(ndev->inbox->hb_seq);
 	ndev->hb_seen_at = jiffies;
 	ndev->hb_misses = 0;
@@ -161,21 +171,20 @@ static void ntrdma_go_up(struct ntrdma_dev *ndev)
 		 ndev->name, ndev->epoch, ndev->peer_epoch);
 	mod_timer(&ndev->hb_timer, jiffies + ntrdma_hb_period());
 	ntrdma_cmd_start(ndev);
-	ntrdma_net_link_up(ndev);
-	ntrdma_ib_link_up(ndev);
+	ntrdma_faces_link(ndev, true);
 }
 
-/* If up: down for both faces (they stop and flush), logged once. */
+/* If up: down for every face (they stop and flush), logged once. */
 static void ntrdma_leave_up(struct ntrdma_dev *ndev, const char *why)
 {
+	lockdep_assert_held(&ndev->link_lock);
 	if (ndev->state != NTRDMA_LINK_UP)
 		return;
 	WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
 	del_timer_sync(&ndev->hb_timer);
 	atomic64_inc(&ndev->stats.link_down_events);
 	dev_info(&ndev->ntb->dev, "%s: link down: %s\n", ndev->name, why);
-	ntrdma_net_link_down(ndev);
-	ntrdma_ib_link_down(ndev);
+	ntrdma_faces_link(ndev, false);
 	ntrdma_cmd_stop(ndev);
 }
 
@@ -334,7 +343,13 @@ out:
 	mutex_unlock(&ndev->link_lock);
 }
 
-/* A face saw the peer break the protocol: count and log it. */
+/**
+ * ntrdma_link_proto_error() - a face saw the peer break the protocol
+ * @ndev: the device
+ * @what: what was wrong, for the log
+ *
+ * Counts it (debugfs proto_errors) and logs it, rate limited. Any context.
+ */
 void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what)
 {
 	atomic64_inc(&ndev->stats.proto_errors);

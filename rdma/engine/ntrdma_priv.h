@@ -1,10 +1,20 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * NTRDMA engine: one ntrdma device per NTB device, shared by the Ethernet and
- * verbs faces. Internal API between the engine files and the faces.
+ * NTRDMA engine, private: the device, its link state, doorbell table,
+ * command ring and TQPs, and the calls between the engine's own files.
+ * Faces include ntrdma_engine.h only.
+ *
+ * Lock order (outermost first), the one place it is written:
+ *   link_lock (mutex: session start and end; the faces' link_up and
+ *             link_down callbacks run under it)
+ *     -> the faces' own locks -> cmd.lock
+ *   a TQP's tx_lock -> vdb_out_lock (a send publishes and rings)
+ *   vdb_lock -> what a doorbell handler or a TQP's rx, tx_space and
+ *               peer_state callbacks take (hard irq; they only schedule)
+ * Every spinlock of the engine is taken with interrupts off.
  */
-#ifndef NTRDMA_H
-#define NTRDMA_H
+#ifndef NTRDMA_PRIV_H
+#define NTRDMA_PRIV_H
 
 #include <linux/atomic.h>
 #include <linux/completion.h>
@@ -17,14 +27,9 @@
 #include <linux/types.h>
 #include <linux/workqueue.h>
 
-#include "ntrdma_wire.h"
+#include "ntrdma_engine.h"
 
 struct dma_chan;
-struct ntrdma_dev;
-struct ntrdma_net;
-struct ntrdma_tqp;
-struct ntrdma_ib;
-struct net_device;
 
 /* A virtual doorbell handler: runs in hard interrupt context. */
 typedef void (*ntrdma_vdb_fn)(struct ntrdma_dev *ndev, void *ctx);
@@ -54,15 +59,7 @@ struct ntrdma_stats {
 
 /* ---- command channel (cmd.c) ---- */
 
-#define NTRDMA_CMD_OPS		32
-#define NTRDMA_CMD_ECHO		1	/* diagnostics: answer the data */
-#define NTRDMA_CMD_DELAY	2	/* diagnostics: answer after u32 ms */
 #define NTRDMA_CMD_DELAY_MAX_MS	5000
-#define NTRDMA_CMD_TIMEOUT_MS	5000	/* what callers normally allow */
-
-/* A request handler: process context; returns 0 or a negative errno. */
-typedef int (*ntrdma_cmd_fn)(struct ntrdma_dev *ndev, const void *req,
-			     u16 len, void *rsp, u16 *rsp_len);
 
 struct ntrdma_cmd_waiter {
 	struct completion done;
@@ -83,40 +80,15 @@ struct ntrdma_cmd {
 	wait_queue_head_t credit_wait;
 	struct ntrdma_cmd_waiter w[NTRDMA_CMD_RING];
 	ntrdma_cmd_fn fn[NTRDMA_CMD_OPS];
+	void *fn_ctx[NTRDMA_CMD_OPS];
 	struct work_struct work;
 	struct workqueue_struct *wq;
 };
 
 /* ---- transport queue pairs (tqp.c) ---- */
 
-#define NTRDMA_TQP_MAX_SGE	(MAX_SKB_FRAGS + 1)
-
-/* Callbacks of a TQP's user. */
-struct ntrdma_tqp_ops {
-	void (*rx)(void *ctx);		/* hard irq: completions to poll */
-	void (*tx_space)(void *ctx);	/* hard irq: the peer posted buffers */
-	void (*peer_state)(void *ctx);	/* hard irq: the peer's end changed */
-	/* A send's pages may be reused; status 0, -ENOLINK (the session
-	 * ended first: not delivered) or -EIO. Any context but hard irq.
-	 */
-	void (*send_done)(void *ctx, void *cookie, u32 len, int status);
-};
-
-/* A physically contiguous range of bytes starting at @page + @off. */
-struct ntrdma_tqp_sge {
-	struct page *page;
-	u32 off;
-	u32 len;
-};
-
-struct ntrdma_tqp_rcomp {
-	u32 pos;		/* ring position of the posted buffer */
-	u32 len;
-	u64 meta;
-};
-
 struct ntrdma_tqp_slot {
-	struct ntrdma_tqp *qp;
+	struct ntrdma_tqp *tqp;
 	void *cookie;
 	u32 len;
 	bool orphan;
@@ -206,9 +178,12 @@ struct ntrdma_dev {
 	struct mutex dbg_lock;		/* cmd_result */
 	char cmd_result[128];
 
-	/* faces */
-	struct ntrdma_net *net;
-	struct ntrdma_ib *ib;
+	/* faces: what each face's add returned, and the netdev one of them
+	 * published for the others (read without a lock: it changes only
+	 * while the faces after its publisher are not added)
+	 */
+	void *face_priv[NTRDMA_FACES_MAX];
+	struct net_device *netdev;
 };
 
 /* link.c */
@@ -217,8 +192,6 @@ void ntrdma_link_start(struct ntrdma_dev *ndev);
 bool ntrdma_link_stop(struct ntrdma_dev *ndev);
 void ntrdma_link_fini(struct ntrdma_dev *ndev);
 void ntrdma_link_kick(struct ntrdma_dev *ndev);
-void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what);
-bool ntrdma_link_is_up(struct ntrdma_dev *ndev);
 extern unsigned int ntrdma_heartbeat_ms;
 extern unsigned int ntrdma_heartbeat_timeout_ms;
 
@@ -236,33 +209,6 @@ int ntrdma_cmd_init(struct ntrdma_dev *ndev);
 void ntrdma_cmd_fini(struct ntrdma_dev *ndev);
 void ntrdma_cmd_start(struct ntrdma_dev *ndev);
 void ntrdma_cmd_stop(struct ntrdma_dev *ndev);
-int ntrdma_cmd_register(struct ntrdma_dev *ndev, u16 op, ntrdma_cmd_fn fn);
-void ntrdma_cmd_unregister(struct ntrdma_dev *ndev, u16 op);
-int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
-		    void *rsp, u16 rsp_cap, u16 *rsp_len,
-		    unsigned int timeout_ms);
-
-/* tqp.c */
-struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev, int id,
-				     const struct ntrdma_tqp_ops *ops,
-				     void *ctx);
-void ntrdma_tqp_destroy(struct ntrdma_tqp *qp);
-void ntrdma_tqp_start(struct ntrdma_tqp *qp);
-void ntrdma_tqp_stop(struct ntrdma_tqp *qp);
-void ntrdma_tqp_set_state(struct ntrdma_tqp *qp, u32 state);
-u32 ntrdma_tqp_peer_state(struct ntrdma_tqp *qp);
-int ntrdma_tqp_post_recv(struct ntrdma_tqp *qp, dma_addr_t addr, u32 len,
-			 u32 *pos);
-u32 ntrdma_tqp_recv_room(struct ntrdma_tqp *qp);
-void ntrdma_tqp_post_commit(struct ntrdma_tqp *qp);
-int ntrdma_tqp_poll_recv(struct ntrdma_tqp *qp, struct ntrdma_tqp_rcomp *c,
-			 u32 posted_len);
-bool ntrdma_tqp_recv_arm(struct ntrdma_tqp *qp);
-int ntrdma_tqp_send(struct ntrdma_tqp *qp, const struct ntrdma_tqp_sge *sg,
-		    int nsge, u32 len, u64 meta, void *cookie, bool more);
-void ntrdma_tqp_send_flush(struct ntrdma_tqp *qp);
-bool ntrdma_tqp_send_ready(struct ntrdma_tqp *qp);
-u64 ntrdma_tqp_doorbells(struct ntrdma_tqp *qp);
 
 /* debugfs.c */
 void ntrdma_debugfs_init(void);
@@ -270,24 +216,11 @@ void ntrdma_debugfs_exit(void);
 void ntrdma_debugfs_add(struct ntrdma_dev *ndev);
 void ntrdma_debugfs_del(struct ntrdma_dev *ndev);
 
-/* net face (net/ntrdma_net.c) */
-int ntrdma_net_add(struct ntrdma_dev *ndev);
-void ntrdma_net_del(struct ntrdma_dev *ndev, bool free_posted);
-void ntrdma_net_link_up(struct ntrdma_dev *ndev);
-void ntrdma_net_link_down(struct ntrdma_dev *ndev);
-struct net_device *ntrdma_net_netdev(struct ntrdma_dev *ndev);
+/* face.c */
+void ntrdma_faces_set(const struct ntrdma_face *const *faces,
+		      unsigned int count);
+int ntrdma_faces_add(struct ntrdma_dev *ndev);
+void ntrdma_faces_del(struct ntrdma_dev *ndev, bool peer_quiet);
+void ntrdma_faces_link(struct ntrdma_dev *ndev, bool up);
 
-/* verbs face (rdma/ntrdma_ib.c); optional: CONFIG_NTRDMA_VERBS */
-#ifdef NTRDMA_VERBS
-int ntrdma_ib_add(struct ntrdma_dev *ndev);
-void ntrdma_ib_del(struct ntrdma_dev *ndev);
-void ntrdma_ib_link_up(struct ntrdma_dev *ndev);
-void ntrdma_ib_link_down(struct ntrdma_dev *ndev);
-#else
-static inline int ntrdma_ib_add(struct ntrdma_dev *ndev) { return 0; }
-static inline void ntrdma_ib_del(struct ntrdma_dev *ndev) { }
-static inline void ntrdma_ib_link_up(struct ntrdma_dev *ndev) { }
-static inline void ntrdma_ib_link_down(struct ntrdma_dev *ndev) { }
-#endif
-
-#endif /* NTRDMA_H */
+#endif /* NTRDMA_PRIV_H */

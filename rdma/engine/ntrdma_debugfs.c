@@ -15,7 +15,7 @@
 
 #include <linux/dmaengine.h>
 
-#include "ntrdma.h"
+#include "ntrdma_priv.h"
 
 static struct dentry *ntrdma_debugfs_root;
 

@@ -22,6 +22,8 @@
 
 #include "ntrdma_ib.h"
 
+/* ---- receive: the requester's requests ---- */
+
 static void resp_release_rcv(struct ntrdma_qp *qp)
 {
 	u32 i;
@@ -393,10 +395,12 @@ out:
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 }
 
+/* ---- transmit: the answers ---- */
+
 /*
  * Send what the responder owes, in order: 0 when all went out, negative
  * when the transport is full (the QP waits for its wake-up). A fatal NAK
- * puts the QP in ERR once sent. Caller holds sq_lock.
+ * puts the QP in ERR once sent.
  */
 int ntrdma_resp_tx(struct ntrdma_qp *qp)
 {
@@ -405,6 +409,7 @@ int ntrdma_resp_tx(struct ntrdma_qp *qp)
 	struct ntrdma_rsp *r;
 	int n;
 
+	lockdep_assert_held(&qp->sq_lock);
 	while (qp->rsp_head != qp->rsp_tail) {
 		r = &qp->rsp[qp->rsp_head % NTRDMA_QP_RSP];
 		memset(&h, 0, sizeof(h));
@@ -478,8 +483,7 @@ void ntrdma_resp_reset(struct ntrdma_qp *qp)
 
 /*
  * ERR (or RESET, @post false): a receive being filled completes flushed,
- * answers not sent yet are dropped with their MR references. Caller holds
- * sq_lock.
+ * answers not sent yet are dropped with their MR references.
  */
 void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post)
 {
@@ -490,6 +494,7 @@ void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post)
 		.qp_num = qp->ibqp.qp_num,
 	};
 
+	lockdep_assert_held(&qp->sq_lock);
 	if (qp->rcv_wqe && post) {
 		e.wr_id = qp->rcv.wr_id;
 		ntrdma_qp_complete(qp, qp->ibqp.recv_cq, &e, false);

@@ -29,6 +29,8 @@ static const u32 ntrdma_rnr_us[32] = {
 	40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
 };
 
+/* ---- transmit: WQEs into requests ---- */
+
 static struct ntrdma_swqe *swqe(struct ntrdma_qp *qp, u32 idx)
 {
 	return &qp->swq[idx & (qp->sq.entries - 1)];
@@ -314,7 +316,7 @@ static int req_fetch(struct ntrdma_qp *qp, u32 *prod_out)
 /*
  * Requester transmit: start and continue WQEs in order until the SQ is
  * empty, the transport is full (waits for its wake-up), the READ/atomic
- * limit is reached or an RNR wait runs. Caller holds sq_lock.
+ * limit is reached or an RNR wait runs.
  */
 static void req_tx(struct ntrdma_qp *qp)
 {
@@ -322,6 +324,7 @@ static void req_tx(struct ntrdma_qp *qp)
 	u32 prod, limit;
 	int rc;
 
+	lockdep_assert_held(&qp->sq_lock);
 	if (qp->state != IB_QPS_RTS || qp->rnr_wait)
 		return;
 	if (req_fetch(qp, &prod)) {
@@ -378,7 +381,7 @@ static void req_tx(struct ntrdma_qp *qp)
  * Transmit for @qp: responses owed first, then requests; the segments are
  * published (doorbell, DMA issue) once, at the end.
  */
-void ntrdma_qp_tx(struct ntrdma_qp *qp)
+void ntrdma_req_tx(struct ntrdma_qp *qp)
 {
 	unsigned long flags;
 
@@ -412,6 +415,8 @@ void ntrdma_req_init(struct ntrdma_qp *qp)
 {
 	timer_setup(&qp->rnr_timer, req_rnr_expired, 0);
 }
+
+/* ---- receive: the responder's answers ---- */
 
 /* SEND/WRITE WQEs before @upto are acknowledged by a later answer. */
 static void req_ack_upto(struct ntrdma_qp *qp, u32 upto)
@@ -569,8 +574,8 @@ drop:
 /*
  * The QP entered ERR (or RESET with @post false): every WQE the data path
  * holds completes, its own error status or IB_WC_WR_FLUSH_ERR, oldest
- * first; its MR references go. Caller holds sq_lock; the ring's unfetched
- * WQEs are flushed by the caller.
+ * first; its MR references go. The ring's unfetched WQEs are flushed by the
+ * caller.
  */
 void ntrdma_req_flush(struct ntrdma_qp *qp, bool post)
 {
@@ -579,6 +584,7 @@ void ntrdma_req_flush(struct ntrdma_qp *qp, bool post)
 	struct ntrdma_swqe *w;
 	u32 cons = READ_ONCE(ctl->cons);
 
+	lockdep_assert_held(&qp->sq_lock);
 	if ((u32)(qp->sq_fetched - cons) > qp->sq.entries)
 		cons = qp->sq_fetched;
 	for (; cons != qp->sq_fetched; cons++) {

@@ -38,25 +38,6 @@
 #include "ntrdma_ib.h"
 
 #define NTRDMA_CM_TIMEOUT_MS	10000	/* a connect waits this long */
-#define NTRDMA_CMD_CM_REQ	8
-#define NTRDMA_CMD_CM_ACCEPT	9
-#define NTRDMA_CMD_CM_REJECT	10
-#define NTRDMA_CMD_CM_DISC	11
-
-/* On the wire (command data, NTRDMA_CMD_DATA bytes at most). */
-struct ntrdma_wire_cm {
-	u32 cep;		/* the sender's connection id */
-	u32 peer_cep;		/* the receiver's (0 in REQ) */
-	u32 qpn;		/* the sender's QP */
-	u8 ird, ord;
-	u8 family;		/* AF_INET or AF_INET6 (REQ) */
-	u8 pdata_len;
-	__be16 sport, dport;	/* the sender's port, the one it asks for */
-	u8 saddr[16], daddr[16];
-	u8 pdata[];
-};
-
-#define NTRDMA_CM_PDATA_MAX	(NTRDMA_CMD_DATA - sizeof(struct ntrdma_wire_cm))
 
 enum ntrdma_cep_state {
 	CEP_CONNECTING,		/* active: REQ sent, no answer yet */
@@ -371,19 +352,15 @@ static void cm_timeout_work(struct work_struct *work)
 }
 
 /*
- * The start of every CM message handler: our device, and the message
- * checked (length, private data, QPN range) before any use.
+ * The start of every CM message handler: the message checked (length,
+ * private data, QPN range) before any use.
  */
-static int cm_msg(struct ntrdma_dev *ndev, const void *req, u16 len,
-		  u16 *rsp_len, struct ntrdma_ib **nib,
+static int cm_msg(const void *req, u16 len, u16 *rsp_len,
 		  const struct ntrdma_wire_cm **msg)
 {
 	const struct ntrdma_wire_cm *m = req;
 
 	*rsp_len = 0;
-	*nib = ndev->ib;
-	if (!*nib)
-		return -ENODEV;
 	if (len < sizeof(*m) || m->pdata_len > NTRDMA_CM_PDATA_MAX ||
 	    len != sizeof(*m) + m->pdata_len || m->qpn > 0xffffff)
 		return -EINVAL;
@@ -404,15 +381,15 @@ static struct ntrdma_cep *cm_find(struct ntrdma_ib *nib, u32 id, u32 peer_id,
 	return cep;
 }
 
-static int cm_accept_fn(struct ntrdma_dev *ndev, const void *req, u16 len,
-			void *rsp, u16 *rsp_len)
+static int cm_accept_fn(void *ctx, const void *req, u16 len, void *rsp,
+			u16 *rsp_len)
 {
+	struct ntrdma_ib *nib = ctx;
 	const struct ntrdma_wire_cm *m;
-	struct ntrdma_ib *nib;
 	struct ntrdma_cep *cep;
 	int rc;
 
-	rc = cm_msg(ndev, req, len, rsp_len, &nib, &m);
+	rc = cm_msg(req, len, rsp_len, &m);
 	if (rc)
 		return rc;
 	mutex_lock(&nib->cm_mutex);
@@ -439,15 +416,15 @@ out:
 	return rc;
 }
 
-static int cm_reject_fn(struct ntrdma_dev *ndev, const void *req, u16 len,
-			void *rsp, u16 *rsp_len)
+static int cm_reject_fn(void *ctx, const void *req, u16 len, void *rsp,
+			u16 *rsp_len)
 {
+	struct ntrdma_ib *nib = ctx;
 	const struct ntrdma_wire_cm *m;
-	struct ntrdma_ib *nib;
 	struct ntrdma_cep *cep;
 	int rc;
 
-	rc = cm_msg(ndev, req, len, rsp_len, &nib, &m);
+	rc = cm_msg(req, len, rsp_len, &m);
 	if (rc)
 		return rc;
 	mutex_lock(&nib->cm_mutex);
@@ -460,17 +437,17 @@ static int cm_reject_fn(struct ntrdma_dev *ndev, const void *req, u16 len,
 
 /* ---- passive side ---- */
 
-static int cm_req_fn(struct ntrdma_dev *ndev, const void *req, u16 len,
-		     void *rsp, u16 *rsp_len)
+static int cm_req_fn(void *ctx, const void *req, u16 len, void *rsp,
+		     u16 *rsp_len)
 {
+	struct ntrdma_ib *nib = ctx;
 	const struct ntrdma_wire_cm *m;
 	struct ntrdma_cm_listener *l;
 	struct sockaddr_storage d, s;
 	struct ntrdma_cep *cep;
-	struct ntrdma_ib *nib;
 	int rc;
 
-	rc = cm_msg(ndev, req, len, rsp_len, &nib, &m);
+	rc = cm_msg(req, len, rsp_len, &m);
 	if (rc)
 		return rc;
 	if (m->family != AF_INET && m->family != AF_INET6)
@@ -696,15 +673,15 @@ static void cm_close_work(struct work_struct *work)
 			       0, 0, NULL, 0);
 }
 
-static int cm_disc_fn(struct ntrdma_dev *ndev, const void *req, u16 len,
-		      void *rsp, u16 *rsp_len)
+static int cm_disc_fn(void *ctx, const void *req, u16 len, void *rsp,
+		      u16 *rsp_len)
 {
+	struct ntrdma_ib *nib = ctx;
 	const struct ntrdma_wire_cm *m;
-	struct ntrdma_ib *nib;
 	struct ntrdma_cep *cep;
 	int rc;
 
-	rc = cm_msg(ndev, req, len, rsp_len, &nib, &m);
+	rc = cm_msg(req, len, rsp_len, &m);
 	if (rc)
 		return rc;
 	mutex_lock(&nib->cm_mutex);
@@ -815,7 +792,8 @@ int ntrdma_cm_init(struct ntrdma_ib *nib)
 	if (!nib->cm_wq)
 		return -ENOMEM;
 	for (i = 0; i < ARRAY_SIZE(cm_ops); i++) {
-		rc = ntrdma_cmd_register(nib->ndev, cm_ops[i].op, cm_ops[i].fn);
+		rc = ntrdma_cmd_register(nib->ndev, cm_ops[i].op, cm_ops[i].fn,
+					 nib);
 		if (rc) {
 			while (i--)
 				ntrdma_cmd_unregister(nib->ndev, cm_ops[i].op);

@@ -11,7 +11,7 @@
 
 #include <linux/io.h>
 
-#include "ntrdma.h"
+#include "ntrdma_priv.h"
 
 void ntrdma_vdb_init(struct ntrdma_dev *ndev)
 {

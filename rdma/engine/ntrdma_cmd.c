@@ -19,13 +19,13 @@
 #include <linux/jiffies.h>
 #include <linux/slab.h>
 
-#include "ntrdma.h"
+#include "ntrdma_priv.h"
 
 static void cmd_vdb(struct ntrdma_dev *ndev, void *ctx);
 static void cmd_work(struct work_struct *work);
 
-static int cmd_echo(struct ntrdma_dev *ndev, const void *req, u16 len,
-		    void *rsp, u16 *rsp_len)
+static int cmd_echo(void *ctx, const void *req, u16 len, void *rsp,
+		    u16 *rsp_len)
 {
 	*rsp_len = min_t(u16, len, NTRDMA_RSP_DATA);
 	memcpy(rsp, req, *rsp_len);
@@ -33,9 +33,10 @@ static int cmd_echo(struct ntrdma_dev *ndev, const void *req, u16 len,
 }
 
 /* Diagnostics: answer after a delay (bounded), to test timeouts. */
-static int cmd_delay(struct ntrdma_dev *ndev, const void *req, u16 len,
-		     void *rsp, u16 *rsp_len)
+static int cmd_delay(void *ctx, const void *req, u16 len, void *rsp,
+		     u16 *rsp_len)
 {
+	struct ntrdma_dev *ndev = ctx;
 	u32 ms;
 
 	if (len != sizeof(ms))
@@ -62,6 +63,7 @@ int ntrdma_cmd_init(struct ntrdma_dev *ndev)
 		init_completion(&c->w[i].done);
 	c->fn[NTRDMA_CMD_ECHO] = cmd_echo;
 	c->fn[NTRDMA_CMD_DELAY] = cmd_delay;
+	c->fn_ctx[NTRDMA_CMD_DELAY] = ndev;
 	c->wq = alloc_workqueue("%s-cmd", WQ_MEM_RECLAIM | WQ_UNBOUND, 1,
 				ndev->name);
 	if (!c->wq)
@@ -80,8 +82,18 @@ void ntrdma_cmd_fini(struct ntrdma_dev *ndev)
 	destroy_workqueue(ndev->cmd.wq);
 }
 
-/* Handlers run in process context, one request at a time, in order. */
-int ntrdma_cmd_register(struct ntrdma_dev *ndev, u16 op, ntrdma_cmd_fn fn)
+/**
+ * ntrdma_cmd_register() - handle the peer's requests of one op
+ * @ndev: the device
+ * @op: the op (enum ntrdma_cmd_op), below NTRDMA_CMD_OPS
+ * @fn: the handler; runs in process context, one request at a time, in
+ *	order; what it answers goes back to the peer
+ * @ctx: handed to @fn
+ *
+ * Return: 0, -EINVAL for an op out of range, -EBUSY when it has a handler.
+ */
+int ntrdma_cmd_register(struct ntrdma_dev *ndev, u16 op, ntrdma_cmd_fn fn,
+			void *ctx)
 {
 	struct ntrdma_cmd *c = &ndev->cmd;
 	unsigned long flags;
@@ -90,15 +102,24 @@ int ntrdma_cmd_register(struct ntrdma_dev *ndev, u16 op, ntrdma_cmd_fn fn)
 	if (op >= NTRDMA_CMD_OPS)
 		return -EINVAL;
 	spin_lock_irqsave(&c->lock, flags);
-	if (c->fn[op])
+	if (c->fn[op]) {
 		rc = -EBUSY;
-	else
+	} else {
 		c->fn[op] = fn;
+		c->fn_ctx[op] = ctx;
+	}
 	spin_unlock_irqrestore(&c->lock, flags);
 	return rc;
 }
 
-/* Only after the caller's requests and handlers can no longer run. */
+/**
+ * ntrdma_cmd_unregister() - stop handling an op
+ * @ndev: the device
+ * @op: what ntrdma_cmd_register() took
+ *
+ * Once it returns the handler is not running and will not run again; the
+ * peer's later requests of @op are answered -EOPNOTSUPP. Sleeps.
+ */
 void ntrdma_cmd_unregister(struct ntrdma_dev *ndev, u16 op)
 {
 	unsigned long flags;
@@ -111,13 +132,14 @@ void ntrdma_cmd_unregister(struct ntrdma_dev *ndev, u16 op)
 	flush_work(&ndev->cmd.work);
 }
 
-/* Link up: a new session (link lock held). */
+/* Link up: a new session. */
 void ntrdma_cmd_start(struct ntrdma_dev *ndev)
 {
 	struct ntrdma_cmd *c = &ndev->cmd;
 	u32 base = ndev->epoch ^ ndev->peer_epoch;
 	unsigned long flags;
 
+	lockdep_assert_held(&ndev->link_lock);
 	spin_lock_irqsave(&c->lock, flags);
 	c->req_pos = base;
 	c->rsp_cons = base;
@@ -219,6 +241,7 @@ static void cmd_work(struct work_struct *work)
 	struct ntrdma_wire_rsp rsp;
 	unsigned long flags;
 	ntrdma_cmd_fn fn;
+	void *fn_ctx;
 	u32 prod, cons;
 	u16 rlen;
 
@@ -259,9 +282,10 @@ static void cmd_work(struct work_struct *work)
 		rlen = 0;
 		spin_lock_irqsave(&c->lock, flags);
 		fn = req->op < NTRDMA_CMD_OPS ? c->fn[req->op] : NULL;
+		fn_ctx = fn ? c->fn_ctx[req->op] : NULL;
 		spin_unlock_irqrestore(&c->lock, flags);
 		if (fn) {
-			rsp.status = fn(ndev, req->data, req->len, rsp.data,
+			rsp.status = fn(fn_ctx, req->data, req->len, rsp.data,
 					&rlen);
 			if (rsp.status > 0 || rsp.status < -4095)
 				rsp.status = -EIO;
@@ -294,12 +318,22 @@ static bool cmd_room(struct ntrdma_cmd *c)
 	       NTRDMA_CMD_RING;
 }
 
-/*
- * Send request @op with @len bytes of @req to the peer and wait for its
- * answer: returns the peer handler's status (0 or a negative errno) and
- * copies up to @rsp_cap bytes of its response into @rsp (*@rsp_len set when
- * not NULL). -ENOLINK when there is no session or it ends before the answer,
- * -ETIMEDOUT after @timeout_ms, -EINTR on a signal. Process context.
+/**
+ * ntrdma_cmd_call() - send a request to the peer and wait for its answer
+ * @ndev: the device
+ * @op: the request's op (enum ntrdma_cmd_op)
+ * @req: the request's data
+ * @len: its length, at most NTRDMA_CMD_DATA
+ * @rsp: where the answer's data goes (may be NULL with @rsp_cap 0)
+ * @rsp_cap: room at @rsp
+ * @rsp_len: set to the answer's length when not NULL
+ * @timeout_ms: how long to wait for the answer
+ *
+ * Process context; sleeps interruptibly.
+ *
+ * Return: the peer handler's status (0 or a negative errno), -ENOLINK when
+ * there is no session or it ends before the answer, -ETIMEDOUT after
+ * @timeout_ms, -EINTR on a signal, -EINVAL for bad arguments.
  */
 int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
 		    void *rsp, u16 rsp_cap, u16 *rsp_len,

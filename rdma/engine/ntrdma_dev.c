@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA engine: the device. One ntb_client; every NTB device it binds
+ * becomes one ntrdma device that carries every face over one engine. The
+ * engine talks to the hardware only through the Linux NTB API (and
+ * dmaengine), so it runs unchanged on any NTB hardware driver that offers
+ * scratchpads, doorbells and a memory window that can translate to address
+ * 0 (the "flat" window onto the peer's memory).
+ */
+
+#include <linux/dmaengine.h>
+#include <linux/dma-mapping.h>
+#include <linux/idr.h>
+#include <linux/io.h>
+#include <linux/module.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+
+#include "ntrdma_priv.h"
+
+static int flat_mw = -1;
+module_param(flat_mw, int, 0444);
+MODULE_PARM_DESC(flat_mw,
+		 "Memory window to use as the flat window onto the peer (default -1: the largest)");
+
+static bool use_dma = true;
+module_param(use_dma, bool, 0444);
+MODULE_PARM_DESC(use_dma,
+		 "Copy into the peer's memory with a DMA_MEMCPY channel when one exists (default Y), else with the CPU");
+
+static DEFINE_IDA(ntrdma_ida);
+
+/**
+ * ntrdma_dev_name() - the device's name ("ntrdma%d")
+ * @ndev: the device
+ *
+ * Return: a string that lives as long as the device.
+ */
+const char *ntrdma_dev_name(struct ntrdma_dev *ndev)
+{
+	return ndev->name;
+}
+
+/**
+ * ntrdma_dev_index() - the device's number (the %d of its name)
+ * @ndev: the device
+ *
+ * Return: a number unique among the module's devices.
+ */
+int ntrdma_dev_index(struct ntrdma_dev *ndev)
+{
+	return ndev->index;
+}
+
+/**
+ * ntrdma_dev_ntb() - the NTB device under the ntrdma device
+ * @ndev: the device
+ *
+ * For the faces' parent device, names and identity (a face must not drive
+ * the NTB: doorbells, scratchpads and windows belong to the engine).
+ *
+ * Return: the NTB device.
+ */
+struct ntb_dev *ntrdma_dev_ntb(struct ntrdma_dev *ndev)
+{
+	return ndev->ntb;
+}
+
+/**
+ * ntrdma_dev_parent() - the device a face's devices hang below
+ * @ndev: the device
+ *
+ * The NTB device's struct device: parent of the netdev and the ib_device,
+ * and what the faces log with.
+ *
+ * Return: the parent device.
+ */
+struct device *ntrdma_dev_parent(struct ntrdma_dev *ndev)
+{
+	return &ndev->ntb->dev;
+}
+
+/**
+ * ntrdma_dev_dma_device() - the device that maps buffers the peer writes
+ * @ndev: the device
+ *
+ * A face maps every receive buffer it posts to a TQP with this device (the
+ * NTB's PCI function: its DMA addresses are what the peer's window reaches).
+ *
+ * Return: the device for dma_map_*().
+ */
+struct device *ntrdma_dev_dma_device(struct ntrdma_dev *ndev)
+{
+	return ndev->dma_dev;
+}
+
+/**
+ * ntrdma_dev_dma_copies() - whether sends are copied by a DMA channel
+ * @ndev: the device
+ *
+ * Return: true with a DMA_MEMCPY channel, false when the CPU copies.
+ */
+bool ntrdma_dev_dma_copies(struct ntrdma_dev *ndev)
+{
+	return !!ndev->dma_chan;
+}
+
+/**
+ * ntrdma_dev_set_netdev() - publish the device's network interface
+ * @ndev: the device
+ * @netdev: the interface, or NULL when it goes
+ *
+ * The face that owns the interface publishes it from its add callback and
+ * withdraws it from its del callback; faces added after it (rdma_cm's
+ * address resolution needs the interface) read it with ntrdma_dev_netdev().
+ */
+void ntrdma_dev_set_netdev(struct ntrdma_dev *ndev, struct net_device *netdev)
+{
+	WRITE_ONCE(ndev->netdev, netdev);
+}
+
+/**
+ * ntrdma_dev_netdev() - the device's network interface
+ * @ndev: the device
+ *
+ * Return: what ntrdma_dev_set_netdev() published, or NULL.
+ */
+struct net_device *ntrdma_dev_netdev(struct ntrdma_dev *ndev)
+{
+	return READ_ONCE(ndev->netdev);
+}
+
+/* A DMA_MEMCPY channel, preferably on the NTB's NUMA node. */
+static bool ntrdma_dma_filter(struct dma_chan *chan, void *arg)
+{
+	struct ntrdma_dev *ndev = arg;
+	int node = dev_to_node(&ndev->ntb->pdev->dev);
+
+	return node == NUMA_NO_NODE ||
+	       dev_to_node(chan->device->dev) == node;
+}
+
+static void ntrdma_dma_init(struct ntrdma_dev *ndev)
+{
+	struct dma_chan *chan;
+	dma_cap_mask_t mask;
+
+	if (!use_dma)
+		return;
+	dma_cap_zero(mask);
+	dma_cap_set(DMA_MEMCPY, mask);
+	chan = dma_request_channel(mask, ntrdma_dma_filter, ndev);
+	if (!chan) {
+		dev_info(&ndev->ntb->dev, "%s: no DMA_MEMCPY channel: CPU copy\n",
+			 ndev->name);
+		return;
+	}
+	ndev->flat_dma = dma_map_resource(chan->device->dev, ndev->flat_phys,
+					  ndev->flat_size, DMA_BIDIRECTIONAL, 0);
+	if (dma_mapping_error(chan->device->dev, ndev->flat_dma)) {
+		dev_warn(&ndev->ntb->dev, "%s: %s cannot reach the window: CPU copy\n",
+			 ndev->name, dma_chan_name(chan));
+		dma_release_channel(chan);
+		return;
+	}
+	ndev->dma_chan = chan;
+	dev_info(&ndev->ntb->dev, "%s: copies by DMA channel %s\n", ndev->name,
+		 dma_chan_name(chan));
+}
+
+static void ntrdma_dma_fini(struct ntrdma_dev *ndev)
+{
+	struct dma_chan *chan = ndev->dma_chan;
+
+	if (!chan)
+		return;
+	dma_unmap_resource(chan->device->dev, ndev->flat_dma, ndev->flat_size,
+			   DMA_BIDIRECTIONAL, 0);
+	dma_release_channel(chan);
+	ndev->dma_chan = NULL;
+}
+
+static void ntrdma_ctx_link_event(void *ctx)
+{
+	ntrdma_link_kick(ctx);
+}
+
+static void ntrdma_ctx_db_event(void *ctx, int vector)
+{
+	struct ntrdma_dev *ndev = ctx;
+	u64 db = ntb_db_read(ndev->ntb);
+
+	if (db & BIT_ULL(NTRDMA_DB_CTRL)) {
+		ntb_db_clear(ndev->ntb, BIT_ULL(NTRDMA_DB_CTRL));
+		ntrdma_link_kick(ndev);
+	}
+	if (db & BIT_ULL(NTRDMA_DB_VDB)) {
+		/* Clear before scanning: a ring after the scan re-raises. */
+		ntb_db_clear(ndev->ntb, BIT_ULL(NTRDMA_DB_VDB));
+		ntrdma_vdb_event(ndev);
+	}
+}
+
+static const struct ntb_ctx_ops ntrdma_ctx_ops = {
+	.link_event	= ntrdma_ctx_link_event,
+	.db_event	= ntrdma_ctx_db_event,
+};
+
+/* Choose the flat window: the requested one, else the largest. */
+static int ntrdma_find_flat_mw(struct ntrdma_dev *ndev)
+{
+	resource_size_t size, best_size = 0;
+	phys_addr_t base, best_base = 0;
+	int i, n, best = -1;
+
+	n = ntb_peer_mw_count(ndev->ntb);
+	for (i = 0; i < n; i++) {
+		if (flat_mw >= 0 && i != flat_mw)
+			continue;
+		if (ntb_peer_mw_get_addr(ndev->ntb, i, &base, &size))
+			continue;
+		if (size > best_size) {
+			best = i;
+			best_size = size;
+			best_base = base;
+		}
+	}
+	if (best < 0 || best_size < 2 * sizeof(struct ntrdma_inbox))
+		return -ENODEV;
+	ndev->flat_mw = best;
+	ndev->flat_phys = best_base;
+	ndev->flat_size = best_size;
+	return 0;
+}
+
+static int ntrdma_check_hw(struct ntb_dev *ntb)
+{
+	if (ntb_spad_count(ntb) < NTRDMA_SPAD_COUNT) {
+		dev_err(&ntb->dev, "ntrdma needs %d scratchpads, the NTB has %d\n",
+			NTRDMA_SPAD_COUNT, ntb_spad_count(ntb));
+		return -ENODEV;
+	}
+	if (!(ntb_db_valid_mask(ntb) & BIT_ULL(NTRDMA_DB_VDB)) ||
+	    !(ntb_db_valid_mask(ntb) & BIT_ULL(NTRDMA_DB_CTRL))) {
+		dev_err(&ntb->dev, "ntrdma needs doorbell bits 0 and 1\n");
+		return -ENODEV;
+	}
+	if (ntb_peer_port_count(ntb) != 1) {
+		dev_err(&ntb->dev, "ntrdma supports two-port NTBs only\n");
+		return -ENODEV;
+	}
+	return 0;
+}
+
+static int ntrdma_dev_probe(struct ntb_client *client, struct ntb_dev *ntb)
+{
+	struct ntrdma_dev *ndev;
+	int rc;
+
+	rc = ntrdma_check_hw(ntb);
+	if (rc)
+		return rc;
+
+	ndev = kzalloc(sizeof(*ndev), GFP_KERNEL);
+	if (!ndev)
+		return -ENOMEM;
+	ndev->ntb = ntb;
+	ndev->dma_dev = &ntb->pdev->dev;
+	rc = ida_alloc(&ntrdma_ida, GFP_KERNEL);
+	if (rc < 0)
+		goto err_free;
+	ndev->index = rc;
+	snprintf(ndev->name, sizeof(ndev->name), "ntrdma%d", ndev->index);
+
+	rc = ntrdma_find_flat_mw(ndev);
+	if (rc) {
+		dev_err(&ntb->dev, "%s: no memory window usable as a flat window\n",
+			ndev->name);
+		goto err_ida;
+	}
+	ndev->flat = ioremap_wc(ndev->flat_phys, ndev->flat_size);
+	if (!ndev->flat) {
+		rc = -ENOMEM;
+		goto err_ida;
+	}
+
+	ndev->inbox_size = PAGE_ALIGN(sizeof(struct ntrdma_inbox));
+	ndev->inbox = alloc_pages_exact(ndev->inbox_size,
+					GFP_KERNEL | __GFP_ZERO);
+	if (!ndev->inbox) {
+		rc = -ENOMEM;
+		goto err_unmap_flat;
+	}
+	ndev->inbox_dma = dma_map_single(ndev->dma_dev, ndev->inbox,
+					 ndev->inbox_size, DMA_BIDIRECTIONAL);
+	if (dma_mapping_error(ndev->dma_dev, ndev->inbox_dma)) {
+		rc = -EIO;
+		goto err_free_inbox;
+	}
+
+	ntrdma_vdb_init(ndev);
+	rc = ntrdma_link_init(ndev);
+	if (rc)
+		goto err_unmap_inbox;
+	rc = ntrdma_cmd_init(ndev);
+	if (rc)
+		goto err_wq;
+	ntrdma_dma_init(ndev);
+
+	rc = ntrdma_faces_add(ndev);
+	if (rc)
+		goto err_cmd;
+
+	ntb_db_set_mask(ntb, ntb_db_valid_mask(ntb));
+	rc = ntb_set_ctx(ntb, ndev, &ntrdma_ctx_ops);
+	if (rc)
+		goto err_faces;
+	ntb_db_clear(ntb, BIT_ULL(NTRDMA_DB_VDB) | BIT_ULL(NTRDMA_DB_CTRL));
+	ntb_db_clear_mask(ntb, BIT_ULL(NTRDMA_DB_VDB) | BIT_ULL(NTRDMA_DB_CTRL));
+
+	ntrdma_debugfs_add(ndev);
+	ntrdma_link_start(ndev);
+	dev_info(&ntb->dev, "%s: flat window MW%d, %pa bytes; inbox %zu bytes\n",
+		 ndev->name, ndev->flat_mw, &ndev->flat_size, ndev->inbox_size);
+	return 0;
+
+err_faces:
+	ntrdma_faces_del(ndev, true);
+err_cmd:
+	ntrdma_dma_fini(ndev);
+	ntrdma_cmd_fini(ndev);
+err_wq:
+	ntrdma_link_fini(ndev);
+err_unmap_inbox:
+	dma_unmap_single(ndev->dma_dev, ndev->inbox_dma, ndev->inbox_size,
+			 DMA_BIDIRECTIONAL);
+err_free_inbox:
+	free_pages_exact(ndev->inbox, ndev->inbox_size);
+err_unmap_flat:
+	iounmap(ndev->flat);
+err_ida:
+	ida_free(&ntrdma_ida, ndev->index);
+err_free:
+	kfree(ndev);
+	return rc;
+}
+
+static void ntrdma_dev_remove(struct ntb_client *client, struct ntb_dev *ntb)
+{
+	struct ntrdma_dev *ndev = ntb->ctx;
+
+	ntrdma_debugfs_del(ndev);
+	ndev->peer_quiet = ntrdma_link_stop(ndev);
+	ntb_db_set_mask(ntb, ntb_db_valid_mask(ntb));
+	ntb_clear_ctx(ntb);
+	ntrdma_link_fini(ndev);
+	ntb_mw_clear_trans(ntb, 0, ndev->flat_mw);
+	ntrdma_faces_del(ndev, ndev->peer_quiet);
+	ntrdma_dma_fini(ndev);
+	ntrdma_cmd_fini(ndev);
+	if (ndev->peer_quiet) {
+		dma_unmap_single(ndev->dma_dev, ndev->inbox_dma,
+				 ndev->inbox_size, DMA_BIDIRECTIONAL);
+		free_pages_exact(ndev->inbox, ndev->inbox_size);
+	}
+	iounmap(ndev->flat);
+	dev_info(&ntb->dev, "%s: removed\n", ndev->name);
+	ida_free(&ntrdma_ida, ndev->index);
+	kfree(ndev);
+}
+
+static struct ntb_client ntrdma_client = {
+	.ops = {
+		.probe = ntrdma_dev_probe,
+		.remove = ntrdma_dev_remove,
+	},
+};
+
+/**
+ * ntrdma_engine_init() - start the engine with its faces
+ * @faces: the faces every device carries, in the order they are added
+ * @count: how many (at most NTRDMA_FACES_MAX)
+ *
+ * Registers the NTB client: every NTB device bound from then on becomes an
+ * ntrdma device with these faces. @faces must outlive ntrdma_engine_exit().
+ *
+ * Return: 0 or a negative errno.
+ */
+int ntrdma_engine_init(const struct ntrdma_face *const *faces,
+		       unsigned int count)
+{
+	int rc;
+
+	if (count > NTRDMA_FACES_MAX)
+		return -EINVAL;
+	ntrdma_faces_set(faces, count);
+	ntrdma_debugfs_init();
+	rc = ntb_register_client(&ntrdma_client);
+	if (rc)
+		ntrdma_debugfs_exit();
+	return rc;
+}
+
+/**
+ * ntrdma_engine_exit() - remove every device and stop the engine
+ */
+void ntrdma_engine_exit(void)
+{
+	ntb_unregister_client(&ntrdma_client);
+	ntrdma_debugfs_exit();
+}

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * NTRDMA engine: what a face may use.
+ *
+ * The engine owns one ntrdma device per NTB device: the link (handshake,
+ * heartbeat), the doorbells, the command channel and the transport queue
+ * pairs (TQPs). It never names its faces: each face describes itself with a
+ * struct ntrdma_face, the module lists them once (ntrdma_main.c), and the
+ * engine reaches them through that table, as ntb_transport reaches its
+ * clients through the handlers they register.
+ *
+ * Every function below is documented (kernel-doc) where it is defined.
+ */
+#ifndef NTRDMA_ENGINE_H
+#define NTRDMA_ENGINE_H
+
+#include <linux/skbuff.h>
+#include <linux/types.h>
+
+#include "ntrdma_wire.h"
+
+struct device;
+struct net_device;
+struct ntb_dev;
+struct ntrdma_dev;
+struct ntrdma_tqp;
+
+/* ---- faces (ntrdma_face.c) ---- */
+
+/**
+ * struct ntrdma_face - one face of an ntrdma device (Ethernet, verbs, ...)
+ * @name: for messages
+ * @optional: a failed @add leaves the device running without this face
+ * @add: create the face on @ndev; *@priv is handed to the other callbacks
+ * @del: remove it; @peer_quiet: the peer provably no longer writes into
+ *	buffers the face posted, so they may be freed (else keep them)
+ * @link_up: a session started (process context, link lock held)
+ * @link_down: the session ended; no transfer of it writes our memory
+ *	any more once every TQP of the face is stopped (same context)
+ *
+ * Faces are added in table order and deleted in reverse order.
+ */
+struct ntrdma_face {
+	const char *name;
+	bool optional;
+	int (*add)(struct ntrdma_dev *ndev, void **priv);
+	void (*del)(void *priv, bool peer_quiet);
+	void (*link_up)(void *priv);
+	void (*link_down)(void *priv);
+};
+
+#define NTRDMA_FACES_MAX	4
+
+int ntrdma_engine_init(const struct ntrdma_face *const *faces,
+		       unsigned int count);
+void ntrdma_engine_exit(void);
+
+/* ---- the device (ntrdma_dev.c) ---- */
+
+const char *ntrdma_dev_name(struct ntrdma_dev *ndev);
+int ntrdma_dev_index(struct ntrdma_dev *ndev);
+struct ntb_dev *ntrdma_dev_ntb(struct ntrdma_dev *ndev);
+struct device *ntrdma_dev_parent(struct ntrdma_dev *ndev);
+struct device *ntrdma_dev_dma_device(struct ntrdma_dev *ndev);
+bool ntrdma_dev_dma_copies(struct ntrdma_dev *ndev);
+void ntrdma_dev_set_netdev(struct ntrdma_dev *ndev, struct net_device *netdev);
+struct net_device *ntrdma_dev_netdev(struct ntrdma_dev *ndev);
+
+/* ---- link (ntrdma_link.c) ---- */
+
+bool ntrdma_link_is_up(struct ntrdma_dev *ndev);
+void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what);
+
+/* ---- command channel (ntrdma_cmd.c) ---- */
+
+#define NTRDMA_CMD_TIMEOUT_MS	5000	/* what callers normally allow */
+
+/* A request handler: process context; returns 0 or a negative errno. */
+typedef int (*ntrdma_cmd_fn)(void *ctx, const void *req, u16 len, void *rsp,
+			     u16 *rsp_len);
+
+int ntrdma_cmd_register(struct ntrdma_dev *ndev, u16 op, ntrdma_cmd_fn fn,
+			void *ctx);
+void ntrdma_cmd_unregister(struct ntrdma_dev *ndev, u16 op);
+int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
+		    void *rsp, u16 rsp_cap, u16 *rsp_len,
+		    unsigned int timeout_ms);
+
+/* ---- transport queue pairs (ntrdma_tqp.c) ---- */
+
+#define NTRDMA_TQP_MAX_SGE	(MAX_SKB_FRAGS + 1)
+
+/**
+ * struct ntrdma_tqp_ops - callbacks of a TQP's user
+ * @rx: completions to poll (hard irq)
+ * @tx_space: the peer posted buffers (hard irq)
+ * @peer_state: the peer's end changed (hard irq)
+ * @send_done: a send's pages may be reused; @status 0, -ENOLINK (the
+ *	session ended first: not delivered) or -EIO. Any context but hard irq.
+ */
+struct ntrdma_tqp_ops {
+	void (*rx)(void *ctx);
+	void (*tx_space)(void *ctx);
+	void (*peer_state)(void *ctx);
+	void (*send_done)(void *ctx, void *cookie, u32 len, int status);
+};
+
+/* A physically contiguous range of bytes starting at @page + @off. */
+struct ntrdma_tqp_sge {
+	struct page *page;
+	u32 off;
+	u32 len;
+};
+
+/* A received message: ring position of its buffer, length, meta word. */
+struct ntrdma_tqp_rcomp {
+	u32 pos;
+	u32 len;
+	u64 meta;
+};
+
+struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev,
+				     enum ntrdma_tqp_id id,
+				     const struct ntrdma_tqp_ops *ops,
+				     void *ctx);
+void ntrdma_tqp_destroy(struct ntrdma_tqp *tqp);
+void ntrdma_tqp_start(struct ntrdma_tqp *tqp);
+void ntrdma_tqp_stop(struct ntrdma_tqp *tqp);
+void ntrdma_tqp_set_state(struct ntrdma_tqp *tqp, u32 state);
+u32 ntrdma_tqp_peer_state(struct ntrdma_tqp *tqp);
+int ntrdma_tqp_post_recv(struct ntrdma_tqp *tqp, dma_addr_t addr, u32 len,
+			 u32 *pos);
+u32 ntrdma_tqp_recv_room(struct ntrdma_tqp *tqp);
+void ntrdma_tqp_post_commit(struct ntrdma_tqp *tqp);
+int ntrdma_tqp_poll_recv(struct ntrdma_tqp *tqp, struct ntrdma_tqp_rcomp *c,
+			 u32 posted_len);
+bool ntrdma_tqp_recv_arm(struct ntrdma_tqp *tqp);
+int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
+		    int nsge, u32 len, u64 meta, void *cookie, bool more);
+void ntrdma_tqp_send_flush(struct ntrdma_tqp *tqp);
+bool ntrdma_tqp_send_ready(struct ntrdma_tqp *tqp);
+u64 ntrdma_tqp_doorbells(struct ntrdma_tqp *tqp);
+
+#endif /* NTRDMA_ENGINE_H */

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * NTRDMA verbs face wire format: the segment header of every verbs message
+ * (requests, ACKs/NAKs, READ and atomic answers), its pure check, and the
+ * rdma_cm messages of the command channel. Self-contained C shared with
+ * the unit tests; the includer provides the fixed-width types.
+ */
+#ifndef NTRDMA_VERBS_WIRE_H
+#define NTRDMA_VERBS_WIRE_H
+
+#include "ntrdma_wire.h"
+
+/*
+ * Verbs messages ride one TQP (NTRDMA_TQP_VERBS) as segments: a header
+ * (struct ntrdma_vx_hdr), then for SEND/WRITE/READ_RESP the payload bytes
+ * at @offset of the message.
+ * Messages of one QP carry a message sequence number (msn, 24 bits, as a
+ * PSN: the requester starts at sq_psn, the responder expects rq_psn).
+ */
+#define NTRDMA_VX_BUF		65536u	/* posted receive buffer */
+#define NTRDMA_VX_MAX_MSG	0x80000000u	/* the port's max_msg_sz */
+#define NTRDMA_VX_MSN_MASK	0xffffffu
+
+enum ntrdma_vx_op {
+	NTRDMA_VX_SEND = 1,	/* requester: payload into a receive */
+	NTRDMA_VX_WRITE,	/* requester: payload at rkey/raddr */
+	NTRDMA_VX_READ_REQ,	/* requester: total bytes at rkey/raddr */
+	NTRDMA_VX_ATOMIC_REQ,	/* requester: 8 bytes at rkey/raddr */
+	NTRDMA_VX_ACK,		/* responder: all up to msn done, or a NAK */
+	NTRDMA_VX_READ_RESP,	/* responder: payload of a READ */
+	NTRDMA_VX_ATOMIC_RESP,	/* responder: the original value */
+	NTRDMA_VX_OP_MAX = NTRDMA_VX_ATOMIC_RESP,
+};
+
+enum {
+	NTRDMA_VX_FIRST		= 1 << 0,
+	NTRDMA_VX_LAST		= 1 << 1,
+	NTRDMA_VX_IMM		= 1 << 2,	/* SEND/WRITE with immediate */
+	NTRDMA_VX_SOLICITED	= 1 << 3,
+	NTRDMA_VX_FADD		= 1 << 4,	/* ATOMIC_REQ: fetch-add */
+	NTRDMA_VX_FLAGS		= 0x1f,
+};
+
+/* ACK syndromes (what the requester's WQE completes with). */
+enum ntrdma_vx_syn {
+	NTRDMA_VX_SYN_OK = 0,
+	NTRDMA_VX_SYN_RNR,		/* no receive: retry after @rnr_timer */
+	NTRDMA_VX_SYN_ACCESS,		/* remote access error */
+	NTRDMA_VX_SYN_INV_REQ,		/* invalid request (length...) */
+	NTRDMA_VX_SYN_OP_ERR,		/* remote operational error */
+	NTRDMA_VX_SYN_MAX = NTRDMA_VX_SYN_OP_ERR,
+};
+
+struct ntrdma_vx_hdr {
+	u8 op;
+	u8 flags;
+	u8 syndrome;		/* ACK */
+	u8 rnr_timer;		/* ACK with SYN_RNR: IB encoding 0..31 */
+	u32 src_qpn;
+	u32 dst_qpn;
+	u32 msn;
+	u32 offset;		/* of this segment's payload in the message */
+	u32 total;		/* message bytes */
+	u32 rkey;
+	u32 imm;		/* big endian, as posted */
+	u64 raddr;		/* remote address of the message's byte 0 */
+	u64 cmp_add;		/* ATOMIC_REQ; ATOMIC_RESP: original value */
+	u64 swap;
+};
+
+/*
+ * A verbs segment of @len bytes (header included): 0 when its header is
+ * consistent with its length (keys, addresses and QPs are checked by the
+ * verbs face against its own tables).
+ */
+static inline int ntrdma_vx_check_hdr(const struct ntrdma_vx_hdr *h, u32 len)
+{
+	u32 pay;
+
+	if (len < sizeof(*h))
+		return -1;
+	pay = len - sizeof(*h);
+	if (h->op < NTRDMA_VX_SEND || h->op > NTRDMA_VX_OP_MAX)
+		return -2;
+	if (h->flags & ~NTRDMA_VX_FLAGS)
+		return -3;
+	if (h->msn & ~NTRDMA_VX_MSN_MASK || h->src_qpn > 0xffffff ||
+	    h->dst_qpn > 0xffffff)
+		return -4;
+	if (h->total > NTRDMA_VX_MAX_MSG)
+		return -5;
+	switch (h->op) {
+	case NTRDMA_VX_SEND:
+	case NTRDMA_VX_WRITE:
+		if (h->offset > h->total || pay > h->total - h->offset)
+			return -6;
+		if (!!(h->flags & NTRDMA_VX_FIRST) != !h->offset)
+			return -7;
+		if (!!(h->flags & NTRDMA_VX_LAST) !=
+		    (h->offset + pay == h->total))
+			return -7;
+		return 0;
+	case NTRDMA_VX_READ_RESP:
+		if (h->offset > h->total || pay > h->total - h->offset ||
+		    (!pay && h->total))
+			return -6;
+		return 0;
+	case NTRDMA_VX_ACK:
+		if (h->syndrome > NTRDMA_VX_SYN_MAX || h->rnr_timer > 31)
+			return -8;
+		return pay ? -6 : 0;
+	case NTRDMA_VX_ATOMIC_REQ:
+	case NTRDMA_VX_ATOMIC_RESP:
+		if (h->total != 8)
+			return -6;
+		return pay ? -6 : 0;
+	default: /* READ_REQ */
+		return pay ? -6 : 0;
+	}
+}
+
+/* Serial-number order of 24-bit msns: a - b as a signed distance. */
+static inline int ntrdma_vx_msn_diff(u32 a, u32 b)
+{
+	return (int)((a - b) << 8) >> 8;
+}
+
+/*
+ * rdma_cm messages (command ops NTRDMA_CMD_CM_*): the command's data is
+ * this header, then pdata_len bytes of private data.
+ */
+struct ntrdma_wire_cm {
+	u32 cep;		/* the sender's connection id */
+	u32 peer_cep;		/* the receiver's (0 in REQ) */
+	u32 qpn;		/* the sender's QP */
+	u8 ird, ord;
+	u8 family;		/* AF_INET or AF_INET6 (REQ) */
+	u8 pdata_len;
+	__be16 sport, dport;	/* the sender's port, the one it asks for */
+	u8 saddr[16], daddr[16];
+	u8 pdata[];
+};
+
+#define NTRDMA_CM_PDATA_MAX	(NTRDMA_CMD_DATA - sizeof(struct ntrdma_wire_cm))
+
+#endif /* NTRDMA_VERBS_WIRE_H */
