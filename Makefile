@@ -24,8 +24,12 @@ export KVER KDIR
 # The verbs face needs the kernel's user-space RDMA support (ib_uverbs).
 # The kernel verbs test module goes with the verbs face.
 VERBS    := $(if $(shell grep -s '^CONFIG_INFINIBAND_USER_ACCESS=' $(KDIR)/.config),y,n)
+# The build tree is the test bed's: it carries the selftests' fault
+# injection (TEST_HOOKS=n leaves it out; make install always does).
+TEST_HOOKS ?= y
 KCONFIG := CONFIG_NTB_HW_IVSHMEM=m CONFIG_NTRDMA=m CONFIG_NTRDMA_VERBS=$(VERBS) \
-	   CONFIG_NTRDMA_KVERBS_TEST=$(if $(filter y,$(VERBS)),m,n)
+	   CONFIG_NTRDMA_KVERBS_TEST=$(if $(filter y,$(VERBS)),m,n) \
+	   CONFIG_NTRDMA_TEST_HOOKS=$(TEST_HOOKS)
 KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
 	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
 
@@ -69,7 +73,8 @@ lint: checkpatch sparse
 
 install: all
 	DESTDIR=$(DESTDIR) cmake --install $(USERBUILD) --component provider
-	+$(KMAKE) INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=extra/ntrdma modules_install
+	+$(KMAKE) CONFIG_NTRDMA_TEST_HOOKS=n modules
+	+$(KMAKE) CONFIG_NTRDMA_TEST_HOOKS=n INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=extra/ntrdma modules_install
 	$(if $(DESTDIR),,depmod -a $(KVER))
 
 clean:

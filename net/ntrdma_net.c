@@ -238,6 +238,21 @@ static struct sk_buff *ntr_rx_skb(struct ntr_queue *q,
 	return skb;
 }
 
+/* A GSO frame's type must be what its headers say it is (IPv4 or IPv6,
+ * behind any VLAN tags), as virtio_net ties its header to the packet.
+ * Called on the whole frame, at least an Ethernet header long.
+ */
+static bool ntr_gso_type_ok(struct sk_buff *skb,
+			    const struct ntrdma_net_meta *m)
+{
+	__be16 want, type = ((struct ethhdr *)skb->data)->h_proto;
+
+	if (!(m->flags & (NTRDMA_NET_GSO_TCPV4 | NTRDMA_NET_GSO_TCPV6)))
+		return true;
+	want = htons(m->flags & NTRDMA_NET_GSO_TCPV6 ? ETH_P_IPV6 : ETH_P_IP);
+	return __vlan_get_protocol(skb, type, NULL) == want;
+}
+
 static bool ntr_rx_one(struct ntr_queue *q,
 		       const struct ntrdma_tqp_rcomp *c, struct ntr_rx_buf *b)
 {
@@ -269,6 +284,12 @@ static bool ntr_rx_one(struct ntr_queue *q,
 			skb->ip_summed = CHECKSUM_UNNECESSARY;
 		}
 	}
+	if (!ntr_gso_type_ok(skb, &m)) {
+		ntr_count(&q->rxc, &q->rxc.proto_errors, 1);
+		kfree_skb(skb);
+		return true;
+	}
+	skb->protocol = eth_type_trans(skb, net->netdev);
 	if (m.flags & (NTRDMA_NET_GSO_TCPV4 | NTRDMA_NET_GSO_TCPV6)) {
 		skb_shinfo(skb)->gso_size = m.gso_size;
 		skb_shinfo(skb)->gso_type = SKB_GSO_DODGY |
@@ -276,7 +297,6 @@ static bool ntr_rx_one(struct ntr_queue *q,
 			 SKB_GSO_TCPV4);
 		skb_shinfo(skb)->gso_segs = 0;
 	}
-	skb->protocol = eth_type_trans(skb, net->netdev);
 	u64_stats_update_begin(&q->rxc.syncp);
 	q->rxc.packets++;
 	q->rxc.bytes += c->len;
@@ -291,7 +311,7 @@ static int ntr_poll(struct napi_struct *napi, int budget)
 	struct ntr_queue *q = container_of(napi, struct ntr_queue, napi);
 	struct ntrdma_tqp_rcomp c;
 	struct ntr_rx_buf *b;
-	int done = 0, rc;
+	int done = 0, rc = 0;
 
 	while (done < budget) {
 		rc = ntrdma_tqp_poll_recv(q->tqp, &c, q->net->rx_buf_len);
@@ -309,15 +329,22 @@ static int ntr_poll(struct napi_struct *napi, int budget)
 			ntr_free_buf(q, b);
 			ntr_count(&q->rxc, &q->rxc.dropped_down, 1);
 		} else if (!ntr_rx_one(q, &c, b)) {
+			/* As virtio_net: a bad frame is dropped and counted. */
 			ntr_free_buf(q, b);
 			ntr_count(&q->rxc, &q->rxc.proto_errors, 1);
-			ntrdma_link_proto_error(q->net->ndev,
-						"bad net frame metadata");
+			netdev_dbg(q->net->netdev, "bad frame meta %#llx, %u bytes\n",
+				   c.meta, c.len);
 		}
 	}
 	if (done)
 		ntr_refill(q, GFP_ATOMIC);
-
+	/* A malformed completion is left where it is: the session ends
+	 * (ntrdma_link_proto_error()), and polling it again would spin.
+	 */
+	if (rc < 0) {
+		napi_complete_done(napi, done);
+		return done;
+	}
 	/* Ask for a doorbell on the next completion, then re-check. */
 	if (done < budget && napi_complete_done(napi, done) &&
 	    ntrdma_tqp_recv_arm(q->tqp))

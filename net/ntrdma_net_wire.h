@@ -35,19 +35,31 @@ static inline void ntrdma_net_meta_unpack(u64 v, struct ntrdma_net_meta *m)
 	m->csum_offset = (u16)(v >> 48);
 }
 
-/* The net face's meta word of a frame of @len bytes. */
+#define NTRDMA_NET_MIN_FRAME	14u	/* an Ethernet header */
+#define NTRDMA_NET_TCP_CSUM	16u	/* offsetof(struct tcphdr, check) */
+#define NTRDMA_NET_TCP_HLEN	20u	/* the smallest TCP header */
+
+/* The meta word of a frame of @len bytes, checked as virtio_net checks its
+ * header: 0 when usable, -5 for a runt (no Ethernet header), -3 for unknown
+ * flags, -4 when the checksum or GSO fields do not fit the frame (a GSO
+ * frame must name a whole TCP header, its checksum field where TCP has it).
+ */
 static inline int ntrdma_net_check_meta(const struct ntrdma_net_meta *m,
 					u32 len)
 {
 	u32 gso = m->flags & (NTRDMA_NET_GSO_TCPV4 | NTRDMA_NET_GSO_TCPV6);
 
+	if (len < NTRDMA_NET_MIN_FRAME)
+		return -5;
 	if (m->flags & ~NTRDMA_NET_FLAGS)
 		return -3;
 	if (gso == (NTRDMA_NET_GSO_TCPV4 | NTRDMA_NET_GSO_TCPV6))
 		return -4;
 	/* A GSO frame carries a TCP checksum left to finish. */
 	if (gso && (!m->gso_size || !(m->flags & NTRDMA_NET_CSUM_OK) ||
-		    !m->csum_start))
+		    m->csum_start < NTRDMA_NET_MIN_FRAME ||
+		    m->csum_offset != NTRDMA_NET_TCP_CSUM ||
+		    (u32)m->csum_start + NTRDMA_NET_TCP_HLEN > len))
 		return -4;
 	if ((m->csum_start || m->csum_offset) &&
 	    (u32)m->csum_start + m->csum_offset + 2 > len)

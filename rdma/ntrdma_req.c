@@ -362,8 +362,8 @@ static void req_tx(struct ntrdma_qp *qp)
 		if (rc == -EBUSY)
 			break;	/* send_done kicks us */
 		if (rc) {
-			/* -ENOLINK: the link-down flush follows. */
-			if (rc != -ENOLINK) {
+			/* -ENOLINK, -EPROTO: the link-down flush follows. */
+			if (rc != -ENOLINK && rc != -EPROTO) {
 				w->status = IB_WC_LOC_PROT_ERR;
 				w->out = true;
 				w->done = true;

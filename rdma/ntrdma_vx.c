@@ -56,16 +56,12 @@ static struct ntrdma_qp *vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
 	atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_SEGS]);
 	atomic64_add(len, &vx->nib->hw[NTRDMA_HW_RX_BYTES]);
 	/* Copied out first: the peer can still write the buffer. */
-	if (len < sizeof(h)) {
+	if (len >= sizeof(h))
+		memcpy(&h, buf, sizeof(h));
+	if (len < sizeof(h) || ntrdma_vx_check_hdr(&h, len)) {
+		/* The peer's kernel built it: the session ends. */
 		atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_INVALID]);
-		return NULL;
-	}
-	memcpy(&h, buf, sizeof(h));
-	if (ntrdma_vx_check_hdr(&h, len)) {
-		atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_INVALID]);
-		dev_warn_ratelimited(ntrdma_dev_parent(vx->ndev),
-				     "%s: verbs: invalid segment (op %u, %u bytes) dropped\n",
-				     ntrdma_dev_name(vx->ndev), h.op, len);
+		ntrdma_link_proto_error(vx->ndev, "invalid verbs segment");
 		return NULL;
 	}
 	/* Destroy removes a QP from the table, then waits for this work. */

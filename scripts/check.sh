@@ -64,7 +64,7 @@ fi
 # Stock NTB clients expect two small windows (no flat window); NTRDMA needs
 # the flat window: one test-bed run each, in both topologies.
 STOCK="stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh"
-NTR="ntrdma:1:ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh,ntrdma_verbs_loss_test.sh,ntrdma_kverbs_test.sh"
+NTR="ntrdma:1:ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh,ntrdma_verbs_loss_test.sh,ntrdma_kverbs_test.sh,ntrdma_fault_test.sh"
 RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$STOCK $NTR"}}
 RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$STOCK $NTR"}}
 for topo in $TOPOS; do

@@ -142,6 +142,7 @@ void ntrdma_debugfs_add(struct ntrdma_dev *ndev)
 			    &ntrdma_info_fops);
 	debugfs_create_file("cmd", 0600, ndev->debugfs, ndev,
 			    &ntrdma_cmd_fops);
+	ntrdma_fault_debugfs_add(ndev);
 }
 
 void ntrdma_debugfs_del(struct ntrdma_dev *ndev)

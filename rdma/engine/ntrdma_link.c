@@ -160,6 +160,7 @@ static void ntrdma_hb_timer(struct timer_list *t)
 static void ntrdma_go_up(struct ntrdma_dev *ndev)
 {
 	lockdep_assert_held(&ndev->link_lock);
+	atomic_set(&ndev->proto_fault, 0);	/* one of the last session */
 	ndev->hb_seen = READ_ONCE(ndev->inbox->hb_seq);
 	ndev->hb_seen_at = jiffies;
 	ndev->hb_misses = 0;
@@ -315,7 +316,11 @@ static void ntrdma_link_work(struct work_struct *work)
 		goto resched;
 	}
 
-	/* Up: did the peer start a new session, or stop beating? */
+	/* Up: did the peer break the protocol, restart, or stop beating? */
+	if (atomic_xchg(&ndev->proto_fault, 0)) {
+		ntrdma_go_down(ndev, "peer protocol error");
+		goto resched;
+	}
 	if (ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) != ndev->peer_epoch) {
 		ntrdma_go_down(ndev, "peer restarted");
 		goto resched;
@@ -344,17 +349,26 @@ out:
 }
 
 /**
- * ntrdma_link_proto_error() - a face saw the peer break the protocol
+ * ntrdma_link_proto_error() - the peer broke the protocol: end the session
  * @ndev: the device
  * @what: what was wrong, for the log
  *
- * Counts it (debugfs proto_errors) and logs it, rate limited. Any context.
+ * Counts it (debugfs proto_errors); the first one of a session is logged
+ * and ends the session from the link work: every face goes down and
+ * flushes, a new epoch is published and the link comes up again once the
+ * peer accepts it.
+ * The caller drops what it found malformed, or leaves it and stops polling
+ * (never spins on it); its face's link_down follows. Any context.
  */
 void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what)
 {
 	atomic64_inc(&ndev->stats.proto_errors);
-	dev_err_ratelimited(&ndev->ntb->dev, "%s: protocol error: %s\n",
-			    ndev->name, what);
+	/* Once a session: the first error ends it, the rest are its echo. */
+	if (!ntrdma_link_is_up(ndev) || atomic_xchg(&ndev->proto_fault, 1))
+		return;
+	dev_err(&ndev->ntb->dev, "%s: protocol error: %s: ending the session\n",
+		ndev->name, what);
+	mod_delayed_work(ndev->wq, &ndev->link_work, 0);
 }
 
 /* NTB link event or control doorbell: look at the link state now. */

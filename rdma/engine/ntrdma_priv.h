@@ -162,6 +162,7 @@ struct ntrdma_dev {
 	struct workqueue_struct *wq;
 	wait_queue_head_t ctrl_wait;	/* control doorbells and link events */
 	bool stopping;
+	atomic_t proto_fault;		/* a face saw a malformed message */
 	bool peer_quiet;		/* unload: the peer no longer writes */
 
 	/* virtual doorbells */
@@ -215,6 +216,13 @@ void ntrdma_debugfs_init(void);
 void ntrdma_debugfs_exit(void);
 void ntrdma_debugfs_add(struct ntrdma_dev *ndev);
 void ntrdma_debugfs_del(struct ntrdma_dev *ndev);
+
+/* fault.c: the selftests' fault injection (CONFIG_NTRDMA_TEST_HOOKS) */
+#ifdef NTRDMA_TEST_HOOKS
+void ntrdma_fault_debugfs_add(struct ntrdma_dev *ndev);
+#else
+static inline void ntrdma_fault_debugfs_add(struct ntrdma_dev *ndev) { }
+#endif
 
 /* face.c */
 void ntrdma_faces_set(const struct ntrdma_face *const *faces,

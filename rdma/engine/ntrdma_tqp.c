@@ -439,9 +439,12 @@ static int tqp_peer_buf(struct ntrdma_tqp *tqp, struct ntrdma_wire_rxd *d)
 	struct ntrdma_wire_tqp *own = tqp_own(tqp);
 	u32 prod = READ_ONCE(own->post_prod);
 
-	if (prod == tqp->tx_pos ||
-	    !ntrdma_ring_avail_ok(prod, tqp->tx_pos, TQP_RING))
+	if (prod == tqp->tx_pos)
 		return -ENOSPC;
+	if (!ntrdma_ring_avail_ok(prod, tqp->tx_pos, TQP_RING)) {
+		ntrdma_link_proto_error(tqp->ndev, "posted buffer index out of range");
+		return -EPROTO;
+	}
 	rmb(); /* the producer index before the descriptor */
 	memcpy(d, &own->rxd[ntrdma_ring_idx(tqp->tx_pos, TQP_RING)], sizeof(*d));
 	if (ntrdma_wire_check_rxd(d, tqp->tx_pos, 1, U32_MAX,

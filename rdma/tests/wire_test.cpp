@@ -185,6 +185,24 @@ TEST(NetMeta, GsoNeedsSizeAndChecksumInsideTheFrame) {
     EXPECT_EQ(ntrdma_net_check_meta(&m, 60000), -4);
 }
 
+TEST(NetMeta, RuntFramesAreRejected) {
+    auto m = Meta(0);
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 14), 0);
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 13), -5);
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 0), -5);
+}
+
+TEST(NetMeta, GsoMustNameAWholeTcpHeaderAndItsChecksum) {
+    auto m = Meta(NTRDMA_NET_GSO_TCPV6 | NTRDMA_NET_CSUM_OK, 1428, 54, 16);
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 74), 0);
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 73), -4);  // TCP header cut short
+    m.csum_offset = 6;                             // UDP's checksum, not TCP's
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 60000), -4);
+    m.csum_offset = 16;
+    m.csum_start = 10;  // inside the Ethernet header
+    EXPECT_EQ(ntrdma_net_check_meta(&m, 60000), -4);
+}
+
 TEST(NetMeta, PartialChecksumFieldMustLieInsideTheFrame) {
     auto m = Meta(NTRDMA_NET_CSUM_OK, 0, 34, 6);
     EXPECT_EQ(ntrdma_net_check_meta(&m, 42), 0);

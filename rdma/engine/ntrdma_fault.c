@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA engine: fault injection for the selftests (CONFIG_NTRDMA_TEST_HOOKS;
+ * never in a module built for use). It makes this side a misbehaving peer:
+ * it writes what a broken or hostile peer kernel could write into the other
+ * side's inbox, so the other side's checks and recovery can be shown.
+ *
+ * /sys/kernel/debug/ntrdma/<dev>/inject (root, write only):
+ *   cqe TQP            a completion the peer must reject (length 0) in the
+ *                      next slot of TQP's receive ring at the peer, published
+ *   cq_prod TQP VALUE  the peer's completion producer index of TQP := VALUE
+ *   fuzz N SEED        N random 32-bit words into the peer's inbox, half
+ *                      of them into ring indices and state words, the rest
+ *                      anywhere (completions, command and response slots,
+ *                      doorbell counters), then every doorbell rung
+ * Each fails with -ENOLINK without a session. The fuzzer leaves alone the
+ * receive buffer descriptors in the peer's inbox: they name OUR memory
+ * (buffers we posted), and a hostile peer corrupts only itself there.
+ */
+
+#include <linux/debugfs.h>
+#include <linux/io.h>
+#include <linux/prandom.h>
+#include <linux/uaccess.h>
+
+#include "ntrdma_priv.h"
+
+static struct ntrdma_tqp *fault_tqp(struct ntrdma_dev *ndev, unsigned int id)
+{
+	return id < NTRDMA_TQP_COUNT ? ndev->tqp[id] : NULL;
+}
+
+/* A zero-length completion, published, in the peer's next slot. */
+static int fault_cqe(struct ntrdma_dev *ndev, struct ntrdma_tqp *tqp,
+		     struct ntrdma_inbox __iomem *pi)
+{
+	struct ntrdma_wire_tqp __iomem *pt = &pi->tqp[tqp->id];
+	struct ntrdma_wire_cqe c = {};
+	unsigned long flags;
+
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	c.seq = tqp->tx_published;
+	memcpy_toio(&pt->cqe[ntrdma_ring_idx(c.seq, NTRDMA_TQP_RING)], &c,
+		    sizeof(c));
+	wmb(); /* the completion before its producer index */
+	iowrite32(c.seq + 1, &pt->cq_prod);
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+	return 0;
+}
+
+static void fault_ring_all(struct ntrdma_dev *ndev)
+{
+	int i;
+
+	for (i = 0; i < NTRDMA_VDB_COUNT; i++)
+		ntrdma_vdb_ring(ndev, i);
+}
+
+/* Whether the fuzzer may write the inbox word at byte offset @off. */
+static bool fault_fuzz_ok(size_t off)
+{
+	size_t rxd0 = offsetof(struct ntrdma_inbox, tqp[0].rxd);
+	size_t rxd_len = sizeof(((struct ntrdma_wire_tqp *)0)->rxd);
+	size_t stride = sizeof(struct ntrdma_wire_tqp);
+
+	/* magic, epoch, heartbeat: the session itself */
+	if (off < offsetof(struct ntrdma_inbox, vdb))
+		return false;
+	return off < rxd0 || (off - rxd0) % stride >= rxd_len;
+}
+
+/*
+ * A word to fuzz: half the time one of the ring indices and state words
+ * (a TQP's first five, the command producers), else anywhere.
+ */
+static u32 fault_fuzz_word(struct rnd_state *rnd)
+{
+	u32 r = prandom_u32_state(rnd);
+	u32 tqp0 = offsetof(struct ntrdma_inbox, tqp) / 4;
+
+	if (r & 1)
+		return prandom_u32_state(rnd) % (sizeof(struct ntrdma_inbox) / 4);
+	r >>= 1;
+	if (r % (NTRDMA_TQP_COUNT + 1) == NTRDMA_TQP_COUNT)
+		return offsetof(struct ntrdma_inbox, cmd_prod) / 4 + (r & 1);
+	return tqp0 + (r % (NTRDMA_TQP_COUNT + 1)) *
+		sizeof(struct ntrdma_wire_tqp) / 4 + (r >> 8) % 5;
+}
+
+/* Random words at random 4-byte offsets of the peer's inbox. */
+static int fault_fuzz(struct ntrdma_dev *ndev, struct ntrdma_inbox __iomem *pi,
+		      u32 n, u64 seed)
+{
+	struct rnd_state rnd;
+	u32 i, off;
+
+	prandom_seed_state(&rnd, seed);
+	for (i = 0; i < n; i++) {
+		off = fault_fuzz_word(&rnd);
+		if (fault_fuzz_ok(off * 4))
+			iowrite32(prandom_u32_state(&rnd),
+				  (u32 __iomem *)pi + off);
+	}
+	fault_ring_all(ndev);
+	return 0;
+}
+
+static int fault_run(struct ntrdma_dev *ndev, const char *buf)
+{
+	struct ntrdma_inbox __iomem *pi = READ_ONCE(ndev->pinbox);
+	struct ntrdma_tqp *tqp;
+	unsigned int id;
+	u32 value, n;
+	u64 seed;
+	int rc = -EINVAL;
+
+	if (!ntrdma_link_is_up(ndev) || !pi)
+		return -ENOLINK;
+	if (sscanf(buf, "fuzz %u %llu", &n, &seed) == 2)
+		return fault_fuzz(ndev, pi, min_t(u32, n, 1U << 20), seed);
+	if (sscanf(buf, "cq_prod %u %u", &id, &value) == 2) {
+		tqp = fault_tqp(ndev, id);
+		if (!tqp)
+			return -ENOENT;
+		iowrite32(value, &pi->tqp[id].cq_prod);
+		rc = 0;
+	} else if (sscanf(buf, "cqe %u", &id) == 1) {
+		tqp = fault_tqp(ndev, id);
+		rc = tqp ? fault_cqe(ndev, tqp, pi) : -ENOENT;
+	}
+	if (!rc)
+		fault_ring_all(ndev);
+	return rc;
+}
+
+static ssize_t fault_write(struct file *f, const char __user *ubuf,
+			   size_t count, loff_t *ppos)
+{
+	char buf[64];
+	int rc;
+
+	if (count >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, count))
+		return -EFAULT;
+	buf[count] = 0;
+	rc = fault_run(f->private_data, strim(buf));
+	return rc ? rc : count;
+}
+
+static const struct file_operations fault_fops = {
+	.owner	= THIS_MODULE,
+	.open	= simple_open,
+	.write	= fault_write,
+	.llseek	= no_llseek,
+};
+
+void ntrdma_fault_debugfs_add(struct ntrdma_dev *ndev)
+{
+	debugfs_create_file("inject", 0200, ndev->debugfs, ndev, &fault_fops);
+}

@@ -1,0 +1,162 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#
+# A misbehaving peer: one side writes malformed values into the other's
+# inbox through the test-only debugfs file ntrdma/<dev>/inject (built with
+# CONFIG_NTRDMA_TEST_HOOKS, as the build tree is). The victim must count the
+# protocol error, end the session (never spin on the bad entry: a softirq
+# livelock would hang the guest and time this test out) and come back up;
+# then both faces work again. Last, a peer fuzzer writes random words into
+# the victim's inbox (ring indices, completions, command and response slots,
+# doorbells) in rounds for FUZZ_SECS (60; the full form: FUZZ_SECS=900)
+# while verbs and command traffic runs, alternating sides.
+# Needs an NTB with a flat window (test bed: --flat 1).
+. "$(dirname "$0")/lib/ktap.sh"
+. "$(dirname "$0")/lib/env.sh"
+. "$(dirname "$0")/lib/verbs.sh"
+
+FUZZ_SECS=${FUZZ_SECS:-60}
+
+ktap_header
+ktap_plan 7
+
+if ! install_modules || ! ntb_pair; then
+	ktap_fail "ntb devices present"
+	ktap_finish
+fi
+if is_pair; then B="peer"; else B="sh -c"; fi
+A="sh -c"
+
+dbg_of() { # SIDE NTBDEV
+	${!1} "grep -l '^ntb: $2\$' $DEBUGFS/ntrdma/*/info 2>/dev/null | head -1 | xargs -r dirname"
+}
+info_of() { local d=DBG$1; ${!1} "sed -n 's/^$2: //p' ${!d}/info"; }
+link_up() { [ "$(info_of A link)" = up ] && [ "$(info_of B link)" = up ]; }
+inject() { # SIDE REQUEST
+	local d=DBG$1
+	${!1} "echo '$2' > ${!d}/inject"
+}
+echo_ok() { # SIDE: a command-channel round trip from that side
+	local d=DBG$1
+	${!1} "echo 'echo ping' > ${!d}/cmd && grep -q 'rc=0 .*data=ping' ${!d}/cmd"
+}
+
+load() {
+	modprobe ntrdma || return 1
+	if is_pair; then peer "modprobe ntrdma" || return 1; fi
+	wait_for 10 sh -c "[ -n \"\$(grep -l '^ntb: $LOCAL_DEV\$' $DEBUGFS/ntrdma/*/info 2>/dev/null)\" ]" || return 1
+	DBGA=$(dbg_of A "$LOCAL_DEV")
+	DBGB=$(dbg_of B "$REMOTE_DEV")
+	[ -n "$DBGA" ] && [ -n "$DBGB" ] || return 1
+	${A} "[ -e $DBGA/inject ]" || return 2
+	wait_for 10 link_up || return 1
+	wait_for 10 ibdev_of "$LOCAL_DEV" >/dev/null || return 1
+	IBDEV=$(ibdev_of "$LOCAL_DEV")
+	if is_pair; then
+		PEER_IBDEV=$(peer ". $NTRDMA_ROOT/selftests/lib/env.sh; . $NTRDMA_ROOT/selftests/lib/verbs.sh; wait_for 10 ibdev_of $REMOTE_DEV >/dev/null; ibdev_of $REMOTE_DEV")
+		NETDEV=$(netdev_of "$LOCAL_DEV")
+		ip addr replace 10.77.0.1/24 dev "$NETDEV" && ip link set "$NETDEV" up
+		peer ". $NTRDMA_ROOT/selftests/lib/env.sh; . $NTRDMA_ROOT/selftests/lib/verbs.sh;
+		      n=\$(netdev_of $REMOTE_DEV); ip addr replace 10.77.0.2/24 dev \$n && ip link set \$n up"
+		SERVER_IP=10.77.0.2
+	else
+		wait_for 10 ibdev_of "$REMOTE_DEV" >/dev/null || return 1
+		PEER_IBDEV=$(ibdev_of "$REMOTE_DEV")
+		SERVER_IP=127.0.0.1
+	fi
+	install_provider
+}
+
+pingpong_ok() { # a verbs exchange between fresh QPs (the peer serves)
+	if is_pair; then wait_for 15 ping -c1 -W1 "$SERVER_IP" >/dev/null 2>&1; fi
+	wait_for 10 port_is "$IBDEV" PORT_ACTIVE || return 1
+	peer "timeout 30 ibv_rc_pingpong -d $PEER_IBDEV -p 18700 -n 20 >/dev/null 2>&1" &
+	local srv=$!
+	sleep 2
+	timeout 30 ibv_rc_pingpong -d "$IBDEV" -p 18700 -n 20 "$SERVER_IP" >/dev/null 2>&1
+	local rc=$?
+	wait "$srv"
+	local src=$?
+	[ $rc = 0 ] && [ $src = 0 ]
+}
+
+downs_above() { [ "$(info_of "$1" link_down_events)" -gt "$2" ]; }
+
+# restart_after SIDE REQUEST VICTIM: inject from SIDE, then the victim must
+# count a protocol error and both ends must go through a new session.
+restart_after() {
+	local pe0 dn0 dnA0 pe1 dn1 dnA1
+	pe0=$(info_of "$3" proto_errors)
+	dn0=$(info_of "$3" link_down_events)
+	dnA0=$(info_of "$1" link_down_events)
+	inject "$1" "$2" || return 1
+	wait_for 10 downs_above "$3" "$dn0"
+	wait_for 15 link_up || return 1
+	pe1=$(info_of "$3" proto_errors)
+	dn1=$(info_of "$3" link_down_events)
+	dnA1=$(info_of "$1" link_down_events)
+	ktap_diag "$2: victim proto_errors $pe0 -> $pe1, link downs $dn0 -> $dn1 (injector $dnA0 -> $dnA1)"
+	[ "$pe1" -gt "$pe0" ] && [ "$dn1" -gt "$dn0" ] && [ "$dnA1" -gt "$dnA0" ]
+}
+
+# 1
+load
+rc=$?
+if [ $rc = 2 ]; then
+	ktap_skip "fault injection" "ntrdma built without CONFIG_NTRDMA_TEST_HOOKS (make TEST_HOOKS=y)"
+	for i in 2 3 4 5 6 7; do ktap_skip "fault injection $i" "no inject file"; done
+	ktap_finish
+fi
+ktap_check "ntrdma loaded on both sides, link up, inject file present" test $rc = 0
+
+# 2: a zero-length completion on the Ethernet face's TQP (NAPI)
+ktap_check "bad completion on the Ethernet TQP: the peer counts it, the session restarts, link up" \
+	restart_after A "cqe 0" B
+# 3: a completion index out of range on the verbs TQP (receive work)
+ktap_check "completion index out of range on the verbs TQP: the session restarts, link up" \
+	restart_after A "cq_prod 7 3735928559" B
+# 4: the other direction, on the Ethernet TQP
+ktap_check "bad completion B -> A: A counts it, the session restarts, link up" \
+	restart_after B "cqe 0" A
+# 5: both faces work after the restarts
+ktap_check "after the restarts: command channel both ways and ibv_rc_pingpong" \
+	eval "echo_ok A && echo_ok B && pingpong_ok"
+
+# 6: the fuzzer, alternating sides, with verbs and command traffic running
+traffic() {
+	while :; do
+		peer "timeout 10 ibv_rc_pingpong -d $PEER_IBDEV -p 18701 -n 50 >/dev/null 2>&1" &
+		sleep 1
+		timeout 10 ibv_rc_pingpong -d "$IBDEV" -p 18701 -n 50 "$SERVER_IP" >/dev/null 2>&1
+		wait
+		echo_ok A >/dev/null 2>&1
+	done
+}
+traffic 2>/dev/null &
+tpid=$!
+rounds=0
+restarts0=$(info_of A link_down_events)
+t_end=$((SECONDS + FUZZ_SECS))
+while [ $SECONDS -lt $t_end ]; do
+	if [ $((rounds % 2)) = 0 ]; then side=A; else side=B; fi
+	inject $side "fuzz 32 $RANDOM$RANDOM" 2>/dev/null
+	rounds=$((rounds + 1))
+	sleep 0.5
+	wait_for 20 link_up
+done
+kill $tpid 2>/dev/null
+wait $tpid 2>/dev/null || true
+pkill -f "ibv_rc_pingpong.*18701" 2>/dev/null
+peer "pkill -f 'ibv_rc_pingpong.*18701'" 2>/dev/null
+restarts=$(( $(info_of A link_down_events) - restarts0 ))
+metric fuzz_rounds "$rounds" rounds
+metric fuzz_session_restarts "$restarts" restarts
+ktap_check "fuzzer: $rounds rounds of 32 random inbox words in ${FUZZ_SECS} s ($restarts session restarts): link up after" \
+	wait_for 20 link_up
+# 7
+ktap_check "after the fuzzer: command channel both ways and ibv_rc_pingpong" \
+	eval "echo_ok A && echo_ok B && pingpong_ok"
+
+modprobe -r ntrdma
+if is_pair; then peer "modprobe -r ntrdma"; fi
+ktap_finish
