@@ -112,8 +112,7 @@ int ntrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	int n = 0;
 
 	spin_lock_irqsave(&cq->lock, flags);
-	/* acquire: the entries before the index that publishes them */
-	prod = smp_load_acquire(&ctl->prod);
+	prod = cq->ring.kpos;	/* entries written under the same lock */
 	cons = READ_ONCE(ctl->cons);
 	if (prod - cons > cq->ring.entries) {
 		n = -EINVAL;	/* a user broke its consumer index */
@@ -163,12 +162,14 @@ int ntrdma_cq_post(struct ntrdma_cq *cq, const struct ntrdma_cqe *e,
 	u32 prod, arm;
 
 	spin_lock_irqsave(&cq->lock, flags);
-	prod = READ_ONCE(ctl->prod);
+	prod = cq->ring.kpos;
+	/* The user's consumer index: untrusted, a bad one reads as full. */
 	if (prod - READ_ONCE(ctl->cons) >= cq->ring.entries) {
 		spin_unlock_irqrestore(&cq->lock, flags);
 		return -ENOSPC;
 	}
 	memcpy(ntrdma_ring_slot(&cq->ring, prod), e, sizeof(*e));
+	cq->ring.kpos = prod + 1;
 	/* release: the entry before the index that publishes it */
 	smp_store_release(&ctl->prod, prod + 1);
 	spin_unlock_irqrestore(&cq->lock, flags);

@@ -88,6 +88,12 @@ struct ntrdma_ring {
 	size_t size;			/* bytes, page aligned */
 	u32 entries;			/* power of two */
 	u32 stride;
+	/*
+	 * The kernel's own position: consumer of an SQ, RQ or SRQ, producer
+	 * of a CQ. The mapped ctl block only mirrors it (a user can write
+	 * there): the kernel never reads its own index back from the ring.
+	 */
+	u32 kpos;
 	struct rdma_user_mmap_entry *mmap;	/* NULL for kernel users */
 };
 

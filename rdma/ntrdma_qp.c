@@ -249,7 +249,7 @@ static void ntrdma_ring_flush(struct ntrdma_qp *qp, struct ntrdma_ring *ring,
 
 	/* acquire: the WQEs before the index that publishes them */
 	prod = smp_load_acquire(&ctl->prod);
-	cons = READ_ONCE(ctl->cons);
+	cons = ring->kpos;
 	if (prod - cons > ring->entries)
 		prod = cons;
 	for (; cons != prod; cons++) {
@@ -265,6 +265,7 @@ static void ntrdma_ring_flush(struct ntrdma_qp *qp, struct ntrdma_ring *ring,
 			break;
 		}
 	}
+	ring->kpos = cons;
 	/* release: done reading the slots before handing them back */
 	smp_store_release(&ctl->cons, cons);
 }
@@ -275,7 +276,7 @@ static void ntrdma_sq_flush_ring(struct ntrdma_qp *qp)
 	WRITE_ONCE(ntrdma_ring_ctl(&qp->sq)->arm, NTRDMA_RING_FLUSH);
 	smp_mb(); /* the flag before reading prod; pairs with the provider */
 	ntrdma_ring_flush(qp, &qp->sq, qp->ibqp.send_cq, IB_WC_SEND);
-	qp->sq_fetched = READ_ONCE(ntrdma_ring_ctl(&qp->sq)->cons);
+	qp->sq_fetched = qp->sq.kpos;
 	qp->sq_send = qp->sq_fetched;
 }
 
@@ -371,6 +372,7 @@ static void ntrdma_ring_reset(struct ntrdma_ring *ring)
 	WRITE_ONCE(ctl->prod, 0);
 	WRITE_ONCE(ctl->cons, 0);
 	WRITE_ONCE(ctl->arm, 0);
+	ring->kpos = 0;
 }
 
 /* To RESET: posted work is discarded without completions. */

@@ -164,7 +164,7 @@ static int req_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 static bool req_complete(struct ntrdma_qp *qp)
 {
 	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
-	u32 cons = READ_ONCE(ctl->cons);
+	u32 cons = qp->sq.kpos;
 	struct ntrdma_cqe e = {};
 	struct ntrdma_swqe *w;
 	bool sig;
@@ -179,6 +179,7 @@ static bool req_complete(struct ntrdma_qp *qp)
 		      (w->w.flags & IB_SEND_SIGNALED);
 		req_release(w);
 		cons++;
+		qp->sq.kpos = cons;
 		/* release: the slot (already copied) goes back to the user */
 		smp_store_release(&ctl->cons, cons);
 		if (sig || st) {
@@ -297,7 +298,7 @@ static int req_fetch(struct ntrdma_qp *qp, u32 *prod_out)
 	/* acquire: the WQEs before the index that publishes them */
 	prod = smp_load_acquire(&ctl->prod);
 
-	if ((u32)(prod - READ_ONCE(ctl->cons)) > qp->sq.entries ||
+	if ((u32)(prod - qp->sq.kpos) > qp->sq.entries ||
 	    (u32)(prod - qp->sq_fetched) > qp->sq.entries)
 		return -EINVAL;
 	while (qp->sq_fetched != prod) {
@@ -421,11 +422,10 @@ void ntrdma_req_init(struct ntrdma_qp *qp)
 /* SEND/WRITE WQEs before @upto are acknowledged by a later answer. */
 static void req_ack_upto(struct ntrdma_qp *qp, u32 upto)
 {
-	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
 	struct ntrdma_swqe *w;
 	u32 i;
 
-	for (i = READ_ONCE(ctl->cons); i != upto; i++) {
+	for (i = qp->sq.kpos; i != upto; i++) {
 		w = swqe(qp, i);
 		if (w->out && !is_rd_atomic(w->w.opcode))
 			w->done = true;
@@ -487,7 +487,6 @@ static int syn_status(u8 syn)
 void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		   const void *payload, u32 len)
 {
-	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
 	struct ntrdma_swqe *w;
 	unsigned long flags;
 	u32 cons, idx;
@@ -497,7 +496,7 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	if ((qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) ||
 	    h->src_qpn != qp->dest_qp_num)
 		goto drop;
-	cons = READ_ONCE(ctl->cons);
+	cons = qp->sq.kpos;
 	if (cons == qp->sq_fetched)
 		goto drop;
 	d = ntrdma_vx_msn_diff(h->msn, swqe(qp, cons)->msn);
@@ -582,11 +581,9 @@ void ntrdma_req_flush(struct ntrdma_qp *qp, bool post)
 	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
 	struct ntrdma_cqe e = {};
 	struct ntrdma_swqe *w;
-	u32 cons = READ_ONCE(ctl->cons);
+	u32 cons = qp->sq.kpos;
 
 	lockdep_assert_held(&qp->sq_lock);
-	if ((u32)(qp->sq_fetched - cons) > qp->sq.entries)
-		cons = qp->sq_fetched;
 	for (; cons != qp->sq_fetched; cons++) {
 		w = swqe(qp, cons);
 		req_release(w);
@@ -599,6 +596,7 @@ void ntrdma_req_flush(struct ntrdma_qp *qp, bool post)
 		e.qp_num = qp->ibqp.qp_num;
 		ntrdma_qp_complete(qp, qp->ibqp.send_cq, &e, false);
 	}
+	qp->sq.kpos = cons;
 	/* release: the slots (already copied) go back to the user */
 	smp_store_release(&ctl->cons, cons);
 	qp->sq_send = qp->sq_fetched;

@@ -136,12 +136,13 @@ static int resp_take_wqe(struct ntrdma_qp *qp)
 	spin_lock(lock);
 	/* acquire: the WQEs before the index that publishes them */
 	prod = smp_load_acquire(&ctl->prod);
-	cons = READ_ONCE(ctl->cons);
+	cons = ring->kpos;
 	if (prod == cons || (u32)(prod - cons) > ring->entries) {
 		spin_unlock(lock);
 		return -EAGAIN;
 	}
 	memcpy(&wqe, ntrdma_ring_slot(ring, cons), sizeof(wqe));
+	ring->kpos = cons + 1;
 	/* release: done reading the slot before handing it back */
 	smp_store_release(&ctl->cons, cons + 1);
 	if (srq && srq->limit && (u32)(prod - cons - 1) < srq->limit) {

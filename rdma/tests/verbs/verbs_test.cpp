@@ -2237,6 +2237,125 @@ TEST_F(DataPath, DestroyQpsWithWorkInFlight) {
     EXPECT_EQ(FirstDiff(s2->p(), d2->p(), 64), -1);
 }
 
+// The start addresses of this process's mappings of a uverbs device (the
+// rings the provider mapped), in /proc/self/maps order.
+std::set<uintptr_t> UverbsMappings() {
+    std::set<uintptr_t> out;
+    FILE* f = std::fopen("/proc/self/maps", "r");
+    if (!f) {
+        return out;
+    }
+    char line[512];
+    while (std::fgets(line, sizeof(line), f)) {
+        if (std::strstr(line, "uverbs")) {
+            out.insert(std::strtoull(line, nullptr, 16));
+        }
+    }
+    std::fclose(f);
+    return out;
+}
+
+// A hostile user writes the ring indices the kernel owns (SQ/RQ consumer,
+// CQ producer) and the ones it reads (SQ/RQ producer) of one connection's
+// mapped rings while WRITEs are in flight. The kernel keeps its own
+// positions: nothing is wiped or completed twice, no MR reference leaks
+// (dereg and destroy return at once), and another connection of the same
+// process keeps working.
+TEST_F(DataPath, UserScribbledRingIndicesHarmOnlyTheirQp) {
+    Conn bystander = Connect();
+    const std::set<uintptr_t> before = UverbsMappings();
+    ConnSpec spec;
+    spec.scq_a = CreateCq(a_, 64);
+    spec.rcq_b = CreateCq(b_, 64);
+    Conn victim = Connect(spec);
+    const size_t len = 256 << 10;
+    Buf* src = Reg(a_, len, kLocal);
+    Buf* dst = Reg(b_, len, kRemoteAll);
+    ASSERT_FALSE(HasFailure());
+    std::vector<uintptr_t> rings;
+    for (uintptr_t m : UverbsMappings()) {
+        if (!before.count(m)) {
+            rings.push_back(m);
+        }
+    }
+    ASSERT_GE(rings.size(), 4u) << "the new connection's rings are not mapped";
+    for (int i = 0; i < 8; i++) {
+        Wr w;
+        w.op = IBV_WR_RDMA_WRITE;
+        w.wr_id = i;
+        w.sge = {src->sge(0, len)};
+        w.raddr = dst->addr();
+        w.rkey = dst->mr->rkey;
+        ASSERT_EQ(Post(victim.a, w), 0);
+    }
+    std::mt19937 rng(7);
+    for (int round = 0; round < 50; round++) {
+        for (uintptr_t m : rings) {
+            auto* ctl = reinterpret_cast<volatile uint32_t*>(m);
+            ctl[16] = ctl[16] + 1 + rng() % 5;  // consumer index
+            if (round % 10 == 9) {
+                ctl[0] = rng();  // producer index
+            }
+        }
+        Wr w;
+        w.op = IBV_WR_RDMA_WRITE;
+        w.wr_id = 100 + round;
+        w.sge = {src->sge(0, 64)};
+        w.raddr = dst->addr();
+        w.rkey = dst->mr->rkey;
+        Post(victim.a, w);  // may fail: the user broke its own ring
+        std::this_thread::sleep_for(milliseconds(5));
+    }
+    const auto t0 = Clock::now();
+    std::erase(qps_, victim.a);
+    std::erase(qps_, victim.b);
+    EXPECT_EQ(ibv_destroy_qp(victim.a), 0);
+    EXPECT_EQ(ibv_destroy_qp(victim.b), 0);
+    EXPECT_EQ(Dereg(dst), 0);
+    EXPECT_EQ(Dereg(src), 0);
+    const auto ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    EXPECT_LT(ms, 10000) << "destroy/dereg after the scribbling took " << ms << " ms";
+
+    // The other connection of this process: a WRITE and a SEND, checked.
+    Buf* s2 = Reg(a_, 4096, kLocal);
+    Buf* d2 = Reg(b_, 4096, kRemoteAll | IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_FALSE(HasFailure());
+    Fill(s2->p(), 4096, 77);
+    ASSERT_EQ(PostRecv(bystander.b, 7, {d2->sge(2048, 2048)}), 0);
+    Wr w;
+    w.op = IBV_WR_RDMA_WRITE;
+    w.wr_id = 5;
+    w.sge = {s2->sge(0, 2048)};
+    w.raddr = d2->addr();
+    w.rkey = d2->mr->rkey;
+    Wr snd;
+    snd.op = IBV_WR_SEND;
+    snd.wr_id = 6;
+    snd.sge = {s2->sge(2048, 2048)};
+    ASSERT_EQ(PostChain(bystander.a, {w, snd}), 0);
+    std::vector<ibv_wc> got;
+    // The victim's QPs complete into their own CQs, never these.
+    for (const ibv_wc& wc : PollCq(a_.scq, 2, 5000)) {
+        if (wc.qp_num == bystander.a->qp_num) {
+            got.push_back(wc);
+        }
+    }
+    ASSERT_EQ(got.size(), 2u) << "the bystander's WRITE and SEND did not both complete";
+    for (const ibv_wc& wc : got) {
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << WcStr(wc);
+    }
+    std::vector<ibv_wc> rcv;
+    for (const ibv_wc& wc : PollCq(b_.rcq, 1, 5000)) {
+        if (wc.qp_num == bystander.b->qp_num) {
+            rcv.push_back(wc);
+        }
+    }
+    ASSERT_EQ(rcv.size(), 1u) << "the bystander's receive did not complete";
+    EXPECT_EQ(rcv[0].status, IBV_WC_SUCCESS) << WcStr(rcv[0]);
+    EXPECT_EQ(rcv[0].byte_len, 2048u);
+    EXPECT_EQ(FirstDiff(s2->p(), d2->p(), 4096), -1) << "the bystander's data differ";
+}
+
 // ---- regressions: the old NTRDMA's defects ----
 
 // Defect 1: a reserved lkey made a receive's address a physical address.
