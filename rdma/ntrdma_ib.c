@@ -300,6 +300,8 @@ static const struct rdma_stat_desc ntrdma_hw_desc[NTRDMA_HW_NSTATS] = {
 	[NTRDMA_HW_NAK_SENT] = { .name = "nak_sent" },
 	[NTRDMA_HW_NAK_RCVD] = { .name = "nak_received" },
 	[NTRDMA_HW_LOCAL_ERR] = { .name = "local_errors" },
+	[NTRDMA_HW_ACK_TIMEOUTS] = { .name = "ack_timeouts" },
+	[NTRDMA_HW_NAK_NO_QP_SENT] = { .name = "nak_no_qp_sent" },
 };
 
 static struct rdma_hw_stats *ntrdma_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -33,6 +33,7 @@
 #define NTRDMA_MAX_FRPL		512	/* fast-reg page list entries */
 #define NTRDMA_GID_TBL_LEN	2	/* 0: fe80::EUI-64, 1: the MAC (rdma_cm) */
 #define NTRDMA_FIRST_QPN	2	/* 0 and 1 are special in IB */
+#define NTRDMA_ACK_MIN_MS	500	/* floor of the local ACK timeout */
 
 struct ntrdma_vx;
 
@@ -50,6 +51,8 @@ enum ntrdma_hw_stat {
 	NTRDMA_HW_NAK_SENT,		/* access/request/operation errors */
 	NTRDMA_HW_NAK_RCVD,
 	NTRDMA_HW_LOCAL_ERR,		/* WQEs failing local checks */
+	NTRDMA_HW_ACK_TIMEOUTS,		/* WQEs failed: no answer in time */
+	NTRDMA_HW_NAK_NO_QP_SENT,	/* segments for no QP (or not ready) */
 	NTRDMA_HW_NSTATS
 };
 
@@ -248,6 +251,14 @@ struct ntrdma_qp {
 	u8 rnr_left;
 	bool rnr_wait;			/* RNR timer running */
 	struct timer_list rnr_timer;
+	/*
+	 * Local ACK timeout: with WQEs outstanding, every timeout period
+	 * without progress (an answer, a segment sent) costs a retry; the
+	 * oldest WQE fails with RETRY_EXC_ERR once retry_cnt are spent.
+	 */
+	struct timer_list ack_timer;
+	u8 retry_left;
+	u32 ack_progress, ack_seen;
 	struct work_struct tx_work;
 	struct list_head tx_wait;	/* on vx->tx_waiters */
 	bool cq_overrun;		/* a completion was lost: to ERR */

@@ -169,6 +169,7 @@ int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	ntrdma_vx_qp_fini(qp);
 	ntrdma_vx_flush_rx(nib);
 	del_timer_sync(&qp->rnr_timer);
+	del_timer_sync(&qp->ack_timer);
 	/* ...and its segments still being copied finish (or the session
 	 * ends, which completes them): their send_done uses the QP.
 	 */

@@ -198,6 +198,70 @@ static bool req_complete(struct ntrdma_qp *qp)
 	return true;
 }
 
+/* The WQE at @idx fails with @status; an outstanding READ/atomic ends. */
+static void req_fail(struct ntrdma_qp *qp, u32 idx, int status)
+{
+	struct ntrdma_swqe *w = swqe(qp, idx);
+
+	if (is_rd_atomic(w->w.opcode) && w->started && !w->done)
+		qp->rd_out--;
+	w->status = status;
+	w->done = true;
+}
+
+/*
+ * The local ACK timeout: 4.096 us * 2^timeout as IB encodes it, at least
+ * NTRDMA_ACK_MIN_MS (the spec's value is a minimum; the emulated link's
+ * software path alone can take milliseconds).
+ */
+static unsigned long req_ack_period(struct ntrdma_qp *qp)
+{
+	return max(nsecs_to_jiffies(4096ULL << qp->timeout),
+		   msecs_to_jiffies(NTRDMA_ACK_MIN_MS));
+}
+
+/* With WQEs outstanding and a timeout set, the ACK timer runs. */
+static void req_arm_ack(struct ntrdma_qp *qp)
+{
+	if (qp->timeout && qp->sq.kpos != qp->sq_fetched &&
+	    !timer_pending(&qp->ack_timer)) {
+		qp->ack_seen = qp->ack_progress;
+		mod_timer(&qp->ack_timer, jiffies + req_ack_period(qp));
+	}
+}
+
+/*
+ * A timeout period passed: progress since the last one restores the retry
+ * count; none costs a retry; with none left the oldest WQE fails with
+ * RETRY_EXC_ERR (the QP then enters ERR and flushes the rest). A period
+ * spent in a deliberate wait (RNR, NO_QP retry) counts neither way.
+ */
+static void req_ack_expired(struct timer_list *t)
+{
+	struct ntrdma_qp *qp = from_timer(qp, t, ack_timer);
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	if ((qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) ||
+	    qp->sq.kpos == qp->sq_fetched)
+		goto out;
+	if (qp->rnr_wait) {
+		/* waiting on purpose (RNR, or a NO_QP retry): no verdict */
+	} else if (qp->ack_progress != qp->ack_seen) {
+		qp->retry_left = qp->retry_cnt;
+	} else if (qp->retry_left) {
+		qp->retry_left--;
+	} else {
+		ntrdma_hw_add(qp, NTRDMA_HW_ACK_TIMEOUTS, 1);
+		req_fail(qp, qp->sq.kpos, IB_WC_RETRY_EXC_ERR);
+		if (!req_complete(qp))
+			goto out;
+	}
+	req_arm_ack(qp);
+out:
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+}
+
 /* Send what the WQE at sq_send still has to send: 0 when all of it. */
 static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
@@ -356,6 +420,8 @@ static void req_tx(struct ntrdma_qp *qp)
 				qp->rd_out++;
 		}
 		rc = req_send_wqe(qp, w);
+		if (!rc)
+			qp->ack_progress++;
 		if (rc == -ENOSPC || rc == -EAGAIN) {
 			ntrdma_vx_wait_space(qp);
 			break;
@@ -374,8 +440,16 @@ static void req_tx(struct ntrdma_qp *qp)
 		}
 		w->out = true;
 		qp->sq_send++;
+		/*
+		 * Its segments hold their own MR references until copied;
+		 * a retry takes new ones. Only READ and atomics keep theirs
+		 * for the answer.
+		 */
+		if (!is_rd_atomic(w->w.opcode))
+			req_release(w);
 	}
-	req_complete(qp);
+	if (req_complete(qp))
+		req_arm_ack(qp);
 }
 
 /*
@@ -407,6 +481,7 @@ static void req_rnr_expired(struct timer_list *t)
 void ntrdma_req_reset(struct ntrdma_qp *qp)
 {
 	qp->req_msn = qp->sq_psn & NTRDMA_VX_MSN_MASK;
+	qp->retry_left = qp->retry_cnt;
 	qp->rnr_left = qp->rnr_retry;
 	qp->rnr_wait = false;
 	qp->rd_out = 0;
@@ -415,6 +490,7 @@ void ntrdma_req_reset(struct ntrdma_qp *qp)
 void ntrdma_req_init(struct ntrdma_qp *qp)
 {
 	timer_setup(&qp->rnr_timer, req_rnr_expired, 0);
+	timer_setup(&qp->ack_timer, req_ack_expired, 0);
 }
 
 /* ---- receive: the responder's answers ---- */
@@ -432,22 +508,12 @@ static void req_ack_upto(struct ntrdma_qp *qp, u32 upto)
 	}
 }
 
-/* An RNR NAK for the WQE at @idx: send it (and all after it) again. */
-static void req_rnr(struct ntrdma_qp *qp, u32 idx, u8 timer)
+/* Send the WQE at @idx (and all after it) again after @delay jiffies. */
+static void req_rewind(struct ntrdma_qp *qp, u32 idx, unsigned long delay)
 {
 	struct ntrdma_swqe *w;
 	u32 i;
 
-	qp->rnr_naks++;
-	w = swqe(qp, idx);
-	if (qp->rnr_retry != 7) {
-		if (!qp->rnr_left) {
-			w->status = IB_WC_RNR_RETRY_EXC_ERR;
-			w->done = true;
-			return;
-		}
-		qp->rnr_left--;
-	}
 	for (i = idx; i != qp->sq_fetched; i++) {
 		w = swqe(qp, i);
 		if (!w->started)
@@ -464,8 +530,39 @@ static void req_rnr(struct ntrdma_qp *qp, u32 idx, u8 timer)
 	}
 	qp->sq_send = idx;
 	qp->rnr_wait = true;
-	mod_timer(&qp->rnr_timer,
-		  jiffies + max(1UL, usecs_to_jiffies(ntrdma_rnr_us[timer & 31])));
+	mod_timer(&qp->rnr_timer, jiffies + max(1UL, delay));
+}
+
+/* An RNR NAK for the WQE at @idx: rnr_retry times (7: for ever) again. */
+static void req_rnr(struct ntrdma_qp *qp, u32 idx, u8 timer)
+{
+	qp->rnr_naks++;
+	if (qp->rnr_retry != 7) {
+		if (!qp->rnr_left) {
+			req_fail(qp, idx, IB_WC_RNR_RETRY_EXC_ERR);
+			return;
+		}
+		qp->rnr_left--;
+	}
+	req_rewind(qp, idx, usecs_to_jiffies(ntrdma_rnr_us[timer & 31]));
+}
+
+/*
+ * The peer has no QP to take the WQE at @idx (none with that number, or
+ * not in RTR/RTS yet): as a packet IB drops, it is sent again after the
+ * ACK timeout, and fails with RETRY_EXC_ERR once retry_cnt retries are
+ * spent (timeout 0: retried for ever, as IB does).
+ */
+static void req_no_qp(struct ntrdma_qp *qp, u32 idx)
+{
+	if (qp->timeout) {
+		if (!qp->retry_left) {
+			req_fail(qp, idx, IB_WC_RETRY_EXC_ERR);
+			return;
+		}
+		qp->retry_left--;
+	}
+	req_rewind(qp, idx, req_ack_period(qp));
 }
 
 static int syn_status(u8 syn)
@@ -509,6 +606,7 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	if (!w->started || w->done)
 		goto drop;
 	qp->rx_msgs++;
+	qp->ack_progress++;
 
 	switch (h->op) {
 	case NTRDMA_VX_ACK:
@@ -521,13 +619,14 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 			ntrdma_hw_add(qp, NTRDMA_HW_RNR_NAK_RCVD, 1);
 			req_ack_upto(qp, idx);
 			req_rnr(qp, idx, h->rnr_timer);
+		} else if (h->syndrome == NTRDMA_VX_SYN_NO_QP) {
+			ntrdma_hw_add(qp, NTRDMA_HW_NAK_RCVD, 1);
+			req_ack_upto(qp, idx);
+			req_no_qp(qp, idx);
 		} else {
 			ntrdma_hw_add(qp, NTRDMA_HW_NAK_RCVD, 1);
 			req_ack_upto(qp, idx);
-			w->status = syn_status(h->syndrome);
-			w->done = true;
-			if (is_rd_atomic(w->w.opcode))
-				qp->rd_out--;
+			req_fail(qp, idx, syn_status(h->syndrome));
 		}
 		break;
 	case NTRDMA_VX_READ_RESP:

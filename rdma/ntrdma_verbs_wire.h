@@ -48,7 +48,8 @@ enum ntrdma_vx_syn {
 	NTRDMA_VX_SYN_ACCESS,		/* remote access error */
 	NTRDMA_VX_SYN_INV_REQ,		/* invalid request (length...) */
 	NTRDMA_VX_SYN_OP_ERR,		/* remote operational error */
-	NTRDMA_VX_SYN_MAX = NTRDMA_VX_SYN_OP_ERR,
+	NTRDMA_VX_SYN_NO_QP,		/* no QP, or not in RTR/RTS: retry */
+	NTRDMA_VX_SYN_MAX = NTRDMA_VX_SYN_NO_QP,
 };
 
 struct ntrdma_vx_hdr {

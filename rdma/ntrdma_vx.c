@@ -26,6 +26,7 @@
 
 #define NTRDMA_VX_RX_BUFS	128
 #define NTRDMA_VX_BUDGET	64
+#define NTRDMA_VX_NAKS		32	/* device-level NAKs in flight */
 
 struct ntrdma_vx_buf {
 	struct page *page;
@@ -43,9 +44,64 @@ struct ntrdma_vx {
 	struct list_head tx_waiters;
 	bool active;
 	bool posted_ever;		/* the peer may have buffers of ours */
+	/* NAKs for segments no QP of ours takes (the rx work sends them) */
+	struct ntrdma_vx_hdr *naks;	/* one page */
+	struct ntrdma_seg_meta nak_meta[NTRDMA_VX_NAKS];	/* .qp NULL */
+	spinlock_t nak_lock;		/* nak_done */
+	u32 nak_prod, nak_done;
 	struct ntrdma_vx_buf buf[NTRDMA_VX_RX_BUFS];
 	u16 at[NTRDMA_TQP_RING];	/* ring position -> buffer */
 };
+
+/*
+ * A request segment for a QP we do not have, or one not in RTR/RTS: the
+ * requester is told at once (NTRDMA_VX_SYN_NO_QP) and retries as IB does
+ * after a dropped packet, instead of waiting out its timeout. One NAK per
+ * message (its first segment); none when every NAK slot is in flight.
+ */
+static void vx_nak_no_qp(struct ntrdma_vx *vx, const struct ntrdma_vx_hdr *req)
+{
+	struct ntrdma_tqp_sge sg;
+	struct ntrdma_vx_hdr *h;
+	unsigned long flags;
+	bool full;
+	u32 i;
+
+	if (req->op == NTRDMA_VX_ACK || req->op == NTRDMA_VX_READ_RESP ||
+	    req->op == NTRDMA_VX_ATOMIC_RESP || !(req->flags & NTRDMA_VX_FIRST))
+		return;
+	spin_lock_irqsave(&vx->nak_lock, flags);
+	full = vx->nak_prod - vx->nak_done >= NTRDMA_VX_NAKS;
+	spin_unlock_irqrestore(&vx->nak_lock, flags);
+	if (full)
+		return;
+	i = vx->nak_prod % NTRDMA_VX_NAKS;
+	h = &vx->naks[i];
+	memset(h, 0, sizeof(*h));
+	h->op = NTRDMA_VX_ACK;
+	h->syndrome = NTRDMA_VX_SYN_NO_QP;
+	h->src_qpn = req->dst_qpn;
+	h->dst_qpn = req->src_qpn;
+	h->msn = req->msn;
+	sg.page = virt_to_page(h);
+	sg.off = offset_in_page(h);
+	sg.len = sizeof(*h);
+	/* Counted first: a CPU copy runs send_done inside the send. */
+	vx->nak_prod++;
+	if (ntrdma_tqp_send(vx->tqp, &sg, 1, sizeof(*h), 0, &vx->nak_meta[i],
+			    true))
+		vx->nak_prod--;
+	else
+		atomic64_inc(&vx->nib->hw[NTRDMA_HW_NAK_NO_QP_SENT]);
+}
+
+/* Whether @qp takes request segments: RTR, RTS or SQD. */
+static bool vx_qp_ready(struct ntrdma_qp *qp)
+{
+	enum ib_qp_state st = READ_ONCE(qp->state);
+
+	return st == IB_QPS_RTR || st == IB_QPS_RTS || st == IB_QPS_SQD;
+}
 
 /* Deliver one segment; the QP it went to (NULL if none). */
 static struct ntrdma_qp *vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
@@ -68,6 +124,7 @@ static struct ntrdma_qp *vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
 	qp = xa_load(&vx->nib->qp_xa, h.dst_qpn);
 	if (!qp) {
 		atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_NO_QP]);
+		vx_nak_no_qp(vx, &h);
 		return NULL;
 	}
 	switch (h.op) {
@@ -75,6 +132,11 @@ static struct ntrdma_qp *vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
 	case NTRDMA_VX_WRITE:
 	case NTRDMA_VX_READ_REQ:
 	case NTRDMA_VX_ATOMIC_REQ:
+		if (!vx_qp_ready(qp)) {
+			ntrdma_hw_add(qp, NTRDMA_HW_RX_DROPPED, 1);
+			vx_nak_no_qp(vx, &h);
+			return NULL;
+		}
 		ntrdma_resp_rx(qp, &h, buf + sizeof(h), len - sizeof(h));
 		break;
 	default:
@@ -129,6 +191,7 @@ static void vx_rx_work(struct work_struct *work)
 	ntrdma_tqp_post_commit(vx->tqp);
 	if (pending)
 		ntrdma_req_tx(pending);
+	ntrdma_tqp_send_flush(vx->tqp);	/* NAKs of this pass */
 	if (rc < 0)
 		return;	/* protocol error: the link is going down */
 	if (n == NTRDMA_VX_BUDGET || ntrdma_tqp_recv_arm(vx->tqp))
@@ -228,8 +291,16 @@ static void vx_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 {
 	struct ntrdma_seg_meta *m = cookie;
 	struct ntrdma_qp *qp = m->qp;
+	struct ntrdma_vx *vx = ctx;
 	unsigned long flags;
 	u32 i;
+
+	if (!qp) {	/* a NAK slot */
+		spin_lock_irqsave(&vx->nak_lock, flags);
+		vx->nak_done++;
+		spin_unlock_irqrestore(&vx->nak_lock, flags);
+		return;
+	}
 
 	for (i = 0; i < m->nmr; i++)
 		ntrdma_mr_put(m->mr[i]);
@@ -402,12 +473,19 @@ int ntrdma_vx_init(struct ntrdma_ib *nib)
 	INIT_WORK(&vx->rx_work, vx_rx_work);
 	INIT_WORK(&vx->wake_work, vx_wake_work);
 	spin_lock_init(&vx->wait_lock);
+	spin_lock_init(&vx->nak_lock);
 	INIT_LIST_HEAD(&vx->tx_waiters);
+	BUILD_BUG_ON(NTRDMA_VX_NAKS * sizeof(struct ntrdma_vx_hdr) > PAGE_SIZE);
+	vx->naks = (void *)get_zeroed_page(GFP_KERNEL);
+	if (!vx->naks) {
+		rc = -ENOMEM;
+		goto err_free;
+	}
 	vx->wq = alloc_workqueue("%s_vx", WQ_HIGHPRI | WQ_MEM_RECLAIM, 0,
 				 ntrdma_dev_name(ndev));
 	if (!vx->wq) {
 		rc = -ENOMEM;
-		goto err_free;
+		goto err_naks;
 	}
 	for (i = 0; i < NTRDMA_VX_RX_BUFS; i++) {
 		vx->buf[i].page = alloc_pages(GFP_KERNEL | __GFP_ZERO,
@@ -439,6 +517,8 @@ err_bufs:
 		__free_pages(vx->buf[i].page, get_order(NTRDMA_VX_BUF));
 	}
 	destroy_workqueue(vx->wq);
+err_naks:
+	free_page((unsigned long)vx->naks);
 err_free:
 	kfree(vx);
 	return rc;
@@ -456,8 +536,9 @@ void ntrdma_vx_fini(struct ntrdma_ib *nib, bool free_posted)
 
 	if (!vx)
 		return;
-	ntrdma_tqp_destroy(vx->tqp);
+	ntrdma_tqp_destroy(vx->tqp);	/* no send_done runs after it */
 	destroy_workqueue(vx->wq);
+	free_page((unsigned long)vx->naks);
 	if (vx->posted_ever && !free_posted) {
 		dev_warn(ntrdma_dev_parent(vx->ndev),
 			 "%s: verbs: the peer may still write our %u receive buffers: keeping the memory\n",

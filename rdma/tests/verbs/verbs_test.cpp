@@ -1847,6 +1847,177 @@ TEST_F(DataPath, RnrRetryExceeded) {
     ASSERT_NO_FATAL_FAILURE(ExpectRequesterError(c, IBV_WC_RNR_RETRY_EXC_ERR, 5));
 }
 
+// ---- the local ACK timeout and peers that take nothing ----
+
+// Raw connection steps with explicit PSNs, ACK timeout and retry count.
+struct TimeoutSpec {
+    uint32_t dest_qpn = 0;
+    uint32_t sq_psn = 0;
+    uint32_t rq_psn = 0;
+    uint8_t timeout = 14;  // 4.096 us * 2^14 = 67 ms (the driver's floor: 500 ms)
+    uint8_t retry_cnt = 1;
+};
+
+int ToRtr(ibv_qp* qp, const Side& peer, const TimeoutSpec& t) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = t.dest_qpn;
+    a.rq_psn = t.rq_psn;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.dlid = peer.lid;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.grh.sgid_index = GidIndex();
+    a.ah_attr.grh.hop_limit = 1;
+    a.ah_attr.grh.dgid = peer.gid;
+    return ibv_modify_qp(qp, &a,
+                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                             IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+}
+
+int ToRts(ibv_qp* qp, const TimeoutSpec& t) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = t.timeout;
+    a.retry_cnt = t.retry_cnt;
+    a.rnr_retry = 7;
+    a.sq_psn = t.sq_psn;
+    a.max_rd_atomic = 1;
+    return ibv_modify_qp(qp, &a,
+                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+class AckTimeout : public DataPath {
+  protected:
+    // A requester QP on a_ and a responder QP on b_, both in RESET.
+    void MakePair() {
+        RcQpSpec q;
+        q.send_cq = a_.scq;
+        q.recv_cq = a_.rcq;
+        a_qp_ = MakeRcQp(a_.pd, q);
+        q.send_cq = b_.scq;
+        q.recv_cq = b_.rcq;
+        b_qp_ = MakeRcQp(b_.pd, q);
+        ASSERT_NE(a_qp_, nullptr) << std::strerror(errno);
+        ASSERT_NE(b_qp_, nullptr) << std::strerror(errno);
+        qps_.push_back(a_qp_);
+        qps_.push_back(b_qp_);
+        ASSERT_EQ(QpToInit(a_qp_), 0);
+        ASSERT_EQ(QpToInit(b_qp_), 0);
+    }
+
+    // The requester's one WR completes with @want within @ms; returns the
+    // time it took.
+    long ExpectStatus(ibv_wc_status want, int ms) {
+        const auto t0 = Clock::now();
+        std::vector<ibv_wc> wc = PollCq(a_.scq, 1, ms);
+        const long took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+        EXPECT_EQ(wc.size(), 1u) << "no completion within " << ms << " ms";
+        if (!wc.empty()) {
+            EXPECT_EQ(wc[0].status, want) << WcStr(wc[0]);
+        }
+        return took;
+    }
+
+    ibv_qp* a_qp_ = nullptr;
+    ibv_qp* b_qp_ = nullptr;
+};
+
+// A WRITE to a QP number the peer does not have fails with RETRY_EXC_ERR
+// (the peer answers NO_QP at once; the requester retries retry_cnt times,
+// an ACK timeout apart), and the MR it used deregisters at once: nothing
+// waits for an answer that never comes (no task in D state).
+TEST_F(AckTimeout, WriteToMissingPeerQpFailsRetryExceeded) {
+    ASSERT_NO_FATAL_FAILURE(MakePair());
+    Buf* src = Reg(a_, 64 << 10, kLocal);
+    Buf* dst = Reg(b_, 64 << 10, kRemoteAll);
+    ASSERT_FALSE(HasFailure());
+    TimeoutSpec t;
+    t.dest_qpn = 0xfffff0;  // no QP of the peer has this number
+    ASSERT_EQ(ToRtr(a_qp_, b_, t), 0);
+    ASSERT_EQ(ToRts(a_qp_, t), 0);
+    Wr w;
+    w.op = IBV_WR_RDMA_WRITE;
+    w.wr_id = 1;
+    w.sge = {src->sge(0, 64 << 10)};
+    w.raddr = dst->addr();
+    w.rkey = dst->mr->rkey;
+    ASSERT_EQ(Post(a_qp_, w), 0);
+    const long took = ExpectStatus(IBV_WC_RETRY_EXC_ERR, 20000);
+    std::cout << "[ NOTE     ] RETRY_EXC_ERR after " << took << " ms\n";
+    EXPECT_TRUE(WaitQpState(a_qp_, IBV_QPS_ERR));
+    const auto t0 = Clock::now();
+    EXPECT_EQ(Dereg(src), 0);
+    EXPECT_LT(std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count(), 1000);
+}
+
+// A responder QP that exists but has not reached RTR yet takes nothing:
+// the requester retries, and its SEND lands once the responder is ready
+// (the usual race of two sides moving their QPs, which IB retries cover).
+TEST_F(AckTimeout, SendToPeerQpNotYetReadyIsRetried) {
+    ASSERT_NO_FATAL_FAILURE(MakePair());
+    Buf* src = Reg(a_, 256, kLocal);
+    Buf* dst = Reg(b_, 256, kLocal);
+    ASSERT_FALSE(HasFailure());
+    Fill(src->p(), 256, 9);
+    TimeoutSpec ta;
+    ta.dest_qpn = b_qp_->qp_num;
+    ta.retry_cnt = 7;
+    TimeoutSpec tb = ta;
+    tb.dest_qpn = a_qp_->qp_num;
+    ASSERT_EQ(ToRtr(a_qp_, b_, ta), 0);
+    ASSERT_EQ(ToRts(a_qp_, ta), 0);
+    Wr w;
+    w.wr_id = 2;
+    w.sge = {src->sge(0, 256)};
+    ASSERT_EQ(Post(a_qp_, w), 0);  // the responder is still in INIT
+    std::this_thread::sleep_for(milliseconds(300));
+    ASSERT_EQ(PostRecv(b_qp_, 3, {dst->sge(0, 256)}), 0);
+    ASSERT_EQ(ToRtr(b_qp_, a_, tb), 0);
+    ExpectStatus(IBV_WC_SUCCESS, 20000);
+    std::vector<ibv_wc> r = PollCq(b_.rcq, 1, 5000);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
+    EXPECT_EQ(FirstDiff(src->p(), dst->p(), 256), -1);
+}
+
+// A responder that takes nothing and says nothing (here: it expects
+// another PSN, so it drops every segment as out of order): after
+// (retry_cnt + 1) ACK timeouts without progress the WQE fails with
+// RETRY_EXC_ERR, and the MRs it used deregister at once.
+TEST_F(AckTimeout, SilentResponderFailsRetryExceeded) {
+    ASSERT_NO_FATAL_FAILURE(MakePair());
+    Buf* src = Reg(a_, 4096, kLocal);
+    Buf* dst = Reg(b_, 4096, kRemoteAll);
+    ASSERT_FALSE(HasFailure());
+    TimeoutSpec ta;
+    ta.dest_qpn = b_qp_->qp_num;
+    ta.sq_psn = 1000;  // the responder expects 0
+    TimeoutSpec tb;
+    tb.dest_qpn = a_qp_->qp_num;
+    ASSERT_EQ(ToRtr(a_qp_, b_, ta), 0);
+    ASSERT_EQ(ToRts(a_qp_, ta), 0);
+    ASSERT_EQ(ToRtr(b_qp_, a_, tb), 0);
+    ASSERT_EQ(ToRts(b_qp_, tb), 0);
+    Wr w;
+    w.op = IBV_WR_RDMA_READ;
+    w.wr_id = 4;
+    w.sge = {src->sge(0, 4096)};
+    w.raddr = dst->addr();
+    w.rkey = dst->mr->rkey;
+    ASSERT_EQ(Post(a_qp_, w), 0);
+    const long took = ExpectStatus(IBV_WC_RETRY_EXC_ERR, 20000);
+    std::cout << "[ NOTE     ] RETRY_EXC_ERR after " << took << " ms\n";
+    EXPECT_GE(took, 900) << "failed before two ACK timeouts (500 ms floor) passed";
+    const auto t0 = Clock::now();
+    EXPECT_EQ(Dereg(src), 0);
+    EXPECT_EQ(Dereg(dst), 0);
+    EXPECT_LT(std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count(), 1000);
+}
+
 // ---- limits ----
 
 TEST_F(DataPath, LimitsHonouredExactly) {
