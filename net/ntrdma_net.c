@@ -43,6 +43,7 @@
 #define NTR_DEFAULT_MTU		NTR_MAX_MTU
 #define NTR_HEADROOM		(NET_SKB_PAD + NET_IP_ALIGN)
 #define NTR_NAPI_WEIGHT		64
+#define NTR_REFILL_RETRY_MS	20
 #define NTR_MAX_QUEUES		NTRDMA_NET_QUEUES_MAX
 
 static unsigned int net_queues = 1;
@@ -84,6 +85,10 @@ struct ntr_queue {
 	 */
 	struct ntr_rx_buf quar[NTR_RING];
 	u32 quar_count;
+
+	/* a refill came up short: NAPI retries it when the timer fires */
+	bool refill_due;
+	struct timer_list refill_timer;
 
 	spinlock_t bql_lock;	/* netdev_tx_completed_queue() callers */
 
@@ -131,7 +136,8 @@ static int ntr_post_one(struct ntr_queue *q, gfp_t gfp)
 	u32 pos;
 	int rc;
 
-	b.data = kmalloc(net->rx_alloc_len, gfp);
+	b.data = ntrdma_fault(ndev, NTRDMA_FAULT_RX_ALLOC) ? NULL :
+		 kmalloc(net->rx_alloc_len, gfp);
 	if (!b.data)
 		return -ENOMEM;
 	b.dma = dma_map_single(ntrdma_dev_dma_device(ndev), (u8 *)b.data + NTR_HEADROOM,
@@ -172,17 +178,32 @@ static void ntr_free_quarantine(struct ntr_queue *q)
 		ntr_free_buf(q, &q->quar[--q->quar_count]);
 }
 
-/* Post buffers up to a full ring and tell the peer. */
+/* Post buffers up to a full ring and tell the peer. Receive must not die
+ * of one failed allocation: refill otherwise runs only after a completion,
+ * and with every buffer used none would come. So a short refill is retried
+ * from NAPI, scheduled by a timer (NTR_REFILL_RETRY_MS), until it is whole.
+ */
 static void ntr_refill(struct ntr_queue *q, gfp_t gfp)
 {
+	q->refill_due = false;
 	while (ntrdma_tqp_recv_room(q->tqp)) {
 		if (ntr_post_one(q, gfp)) {
 			ntr_count(&q->rxc, &q->rxc.refill_fail, 1);
+			q->refill_due = true;
+			mod_timer(&q->refill_timer, jiffies +
+				  msecs_to_jiffies(NTR_REFILL_RETRY_MS));
 			break;
 		}
 	}
 	/* Also publishes buffers posted again by the copybreak path. */
 	ntrdma_tqp_post_commit(q->tqp);
+}
+
+static void ntr_refill_timer(struct timer_list *t)
+{
+	struct ntr_queue *q = from_timer(q, t, refill_timer);
+
+	napi_schedule(&q->napi);	/* a no-op while NAPI is disabled */
 }
 
 /* Turn a completed buffer into an skb; false when the frame is invalid. */
@@ -336,7 +357,7 @@ static int ntr_poll(struct napi_struct *napi, int budget)
 				   c.meta, c.len);
 		}
 	}
-	if (done)
+	if (done || q->refill_due)
 		ntr_refill(q, GFP_ATOMIC);
 	/* A malformed completion is left where it is: the session ends
 	 * (ntrdma_link_proto_error()), and polling it again would spin.
@@ -600,6 +621,7 @@ static void ntr_session_stop(struct ntrdma_net *net)
 	netif_tx_disable(net->netdev);
 	for (i = 0; i < net->nq; i++) {
 		napi_disable(&net->q[i].napi);
+		del_timer_sync(&net->q[i].refill_timer);
 		ntr_drain_rx(&net->q[i]);
 		/* Sends in flight complete (-ENOLINK) before this returns. */
 		ntrdma_tqp_stop(net->q[i].tqp);
@@ -835,6 +857,7 @@ static const struct ntrdma_tqp_ops ntr_tqp_ops = {
 static void ntr_queues_fini(struct ntrdma_net *net, int n)
 {
 	while (n--) {
+		del_timer_sync(&net->q[n].refill_timer);
 		ntrdma_tqp_destroy(net->q[n].tqp);
 		netif_napi_del(&net->q[n].napi);
 	}
@@ -856,6 +879,7 @@ static int ntr_queues_init(struct ntrdma_net *net)
 		atomic64_set(&q->tx_wakes, 0);
 		netif_napi_add_weight(net->netdev, &q->napi, ntr_poll,
 				      NTR_NAPI_WEIGHT);
+		timer_setup(&q->refill_timer, ntr_refill_timer, 0);
 		q->tqp = ntrdma_tqp_create(net->ndev, NTRDMA_TQP_NET + i,
 					   &ntr_tqp_ops, q);
 		if (IS_ERR(q->tqp)) {

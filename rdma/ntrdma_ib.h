@@ -258,10 +258,12 @@ struct ntrdma_qp {
 	 */
 	struct timer_list ack_timer;
 	u8 retry_left;
+	u8 no_qp_left;			/* NO_QP resends: only answers restore */
 	u32 ack_progress, ack_seen;
 	struct work_struct tx_work;
 	struct list_head tx_wait;	/* on vx->tx_waiters */
 	bool cq_overrun;		/* a completion was lost: to ERR */
+	bool sqd_notify;		/* SQD: SQ_DRAINED still owed */
 
 	u32 resp_msn;			/* next msn the responder expects */
 	bool rcv_busy;			/* a SEND/WRITE is in progress */
@@ -376,6 +378,7 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		   const void *payload, u32 len);
 void ntrdma_req_flush(struct ntrdma_qp *qp, bool post);
 void ntrdma_req_init(struct ntrdma_qp *qp);
+bool ntrdma_req_in_progress(struct ntrdma_qp *qp);
 
 /* ntrdma_resp.c: responder */
 void ntrdma_resp_reset(struct ntrdma_qp *qp);
@@ -386,6 +389,7 @@ void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post);
 
 /* ntrdma_qp.c: for the data path */
 void ntrdma_qp_error(struct ntrdma_qp *qp, enum ib_event_type ev);
+void ntrdma_qp_sq_drained(struct ntrdma_qp *qp);
 void ntrdma_qp_complete(struct ntrdma_qp *qp, struct ib_cq *ibcq,
 			const struct ntrdma_cqe *e, bool solicited);
 

@@ -523,7 +523,8 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 	struct ntrdma_ib *nib = to_nib(cm_id->device);
 	struct ntrdma_cep *cep;
 	struct ntrdma_qp *qp;
-	u32 id, peer_id;
+	u32 id, peer_id, qpn;
+	u8 ird, ord;
 	int rc;
 
 	if (param->private_data_len > NTRDMA_CM_PDATA_MAX)
@@ -545,13 +546,16 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 	cep->cm_id = cm_id;
 	cep->state = CEP_ACCEPTING;
 	cep->notify_peer = true;
+	/* What the answer needs, read while the cep cannot go away. */
 	id = cep->id;
 	peer_id = cep->peer_id;
+	qpn = qp->ibqp.qp_num;
+	ird = cep->ird;
+	ord = cep->ord;
 	mutex_unlock(&nib->cm_mutex);
 
-	rc = cm_send_answer(nib, NTRDMA_CMD_CM_ACCEPT, id, peer_id,
-			    qp->ibqp.qp_num, cep->ird, cep->ord,
-			    param->private_data, param->private_data_len);
+	rc = cm_send_answer(nib, NTRDMA_CMD_CM_ACCEPT, id, peer_id, qpn, ird,
+			    ord, param->private_data, param->private_data_len);
 
 	mutex_lock(&nib->cm_mutex);
 	cep = xa_load(&nib->cep_xa, id);

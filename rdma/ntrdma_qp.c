@@ -304,24 +304,50 @@ static void ntrdma_rq_flush(struct ntrdma_qp *qp)
  * that failed with its own status first), then the async event @ev if
  * @event. From the data path or modify_qp.
  */
+/* An affiliated asynchronous event of @qp, to its handler (any context). */
+static void ntrdma_qp_event(struct ntrdma_qp *qp, enum ib_event_type type)
+{
+	struct ib_event e = {
+		.device = qp->ibqp.device,
+		.event = type,
+		.element.qp = &qp->ibqp,
+	};
+
+	if (qp->ibqp.event_handler)
+		qp->ibqp.event_handler(&e, qp->ibqp.qp_context);
+}
+
 static void ntrdma_qp_error_ev(struct ntrdma_qp *qp, bool event,
 			       enum ib_event_type ev)
 {
-	struct ib_event e;
-
 	lockdep_assert_held(&qp->sq_lock);
 	WRITE_ONCE(qp->state, IB_QPS_ERR);
+	qp->sqd_notify = false;
 	ntrdma_cm_qp_down(qp);
 	ntrdma_req_flush(qp, true);
 	ntrdma_sq_flush_ring(qp);
 	ntrdma_resp_flush(qp, true);
 	ntrdma_rq_flush(qp);
-	if (event && qp->ibqp.event_handler) {
-		e.device = qp->ibqp.device;
-		e.event = ev;
-		e.element.qp = &qp->ibqp;
-		qp->ibqp.event_handler(&e, qp->ibqp.qp_context);
-	}
+	if (event)
+		ntrdma_qp_event(qp, ev);
+	/* With an SRQ: no receive WQE of it will be taken any more. */
+	if (qp->ibqp.srq)
+		ntrdma_qp_event(qp, IB_EVENT_QP_LAST_WQE_REACHED);
+}
+
+/*
+ * SQD with asynchronous notification: once every WQE that went out has
+ * completed, IB_EVENT_SQ_DRAINED (once). From modify_qp and the requester.
+ */
+void ntrdma_qp_sq_drained(struct ntrdma_qp *qp)
+{
+	lockdep_assert_held(&qp->sq_lock);
+	if (!qp->sqd_notify || qp->state != IB_QPS_SQD ||
+	    qp->sq.kpos != qp->sq_send ||
+	    ntrdma_req_in_progress(qp))
+		return;
+	qp->sqd_notify = false;
+	ntrdma_qp_event(qp, IB_EVENT_SQ_DRAINED);
 }
 
 /* The data path found an error (QP affiliated): ERR with event @ev. */
@@ -495,6 +521,11 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	if (next == IB_QPS_SQD || next == IB_QPS_RESET)
 		ntrdma_cm_qp_down(qp);	/* rdma_cm: the connection ends */
 	WRITE_ONCE(qp->state, next);
+	if (next == IB_QPS_SQD && cur == IB_QPS_RTS) {
+		qp->sqd_notify = (mask & IB_QP_EN_SQD_ASYNC_NOTIFY) &&
+				 attr->en_sqd_async_notify;
+		ntrdma_qp_sq_drained(qp);
+	}
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	if (cur == IB_QPS_RESET && next == IB_QPS_INIT)
 		qp->cm = !ib_ok;

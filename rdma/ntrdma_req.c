@@ -195,6 +195,7 @@ static bool req_complete(struct ntrdma_qp *qp)
 			return false;
 		}
 	}
+	ntrdma_qp_sq_drained(qp);
 	return true;
 }
 
@@ -390,9 +391,11 @@ static void req_tx(struct ntrdma_qp *qp)
 	int rc;
 
 	lockdep_assert_held(&qp->sq_lock);
-	if (qp->state != IB_QPS_RTS || qp->rnr_wait)
+	if ((qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) ||
+	    qp->rnr_wait)
 		return;
-	if (req_fetch(qp, &prod)) {
+	/* SQD: a WQE in progress finishes, no new one starts. */
+	if (qp->state == IB_QPS_RTS && req_fetch(qp, &prod)) {
 		ibdev_warn_ratelimited(qp->ibqp.device,
 				       "QP %u: send queue index out of range\n",
 				       qp->ibqp.qp_num);
@@ -403,6 +406,8 @@ static void req_tx(struct ntrdma_qp *qp)
 	while (qp->sq_send != qp->sq_fetched) {
 		w = swqe(qp, qp->sq_send);
 		if (!w->started) {
+			if (qp->state == IB_QPS_SQD)
+				break;
 			if (is_rd_atomic(w->w.opcode) && qp->rd_out >= limit)
 				break;
 			rc = req_prepare(qp, w);
@@ -482,9 +487,18 @@ void ntrdma_req_reset(struct ntrdma_qp *qp)
 {
 	qp->req_msn = qp->sq_psn & NTRDMA_VX_MSN_MASK;
 	qp->retry_left = qp->retry_cnt;
+	qp->no_qp_left = qp->retry_cnt;
 	qp->rnr_left = qp->rnr_retry;
 	qp->rnr_wait = false;
 	qp->rd_out = 0;
+}
+
+/* A WQE has started to go out but not all of it has (SQD waits for it). */
+bool ntrdma_req_in_progress(struct ntrdma_qp *qp)
+{
+	lockdep_assert_held(&qp->sq_lock);
+	return qp->sq_send != qp->sq_fetched &&
+	       swqe(qp, qp->sq_send)->started;
 }
 
 void ntrdma_req_init(struct ntrdma_qp *qp)
@@ -556,11 +570,11 @@ static void req_rnr(struct ntrdma_qp *qp, u32 idx, u8 timer)
 static void req_no_qp(struct ntrdma_qp *qp, u32 idx)
 {
 	if (qp->timeout) {
-		if (!qp->retry_left) {
+		if (!qp->no_qp_left) {
 			req_fail(qp, idx, IB_WC_RETRY_EXC_ERR);
 			return;
 		}
-		qp->retry_left--;
+		qp->no_qp_left--;
 	}
 	req_rewind(qp, idx, req_ack_period(qp));
 }
@@ -607,6 +621,8 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		goto drop;
 	qp->rx_msgs++;
 	qp->ack_progress++;
+	if (h->op != NTRDMA_VX_ACK || h->syndrome != NTRDMA_VX_SYN_NO_QP)
+		qp->no_qp_left = qp->retry_cnt;	/* the peer QP answers */
 
 	switch (h->op) {
 	case NTRDMA_VX_ACK:

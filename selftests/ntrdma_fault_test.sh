@@ -18,7 +18,7 @@
 FUZZ_SECS=${FUZZ_SECS:-60}
 
 ktap_header
-ktap_plan 7
+ktap_plan 8
 
 if ! install_modules || ! ntb_pair; then
 	ktap_fail "ntb devices present"
@@ -104,7 +104,7 @@ load
 rc=$?
 if [ $rc = 2 ]; then
 	ktap_skip "fault injection" "ntrdma built without CONFIG_NTRDMA_TEST_HOOKS (make TEST_HOOKS=y)"
-	for i in 2 3 4 5 6 7; do ktap_skip "fault injection $i" "no inject file"; done
+	for i in 2 3 4 5 6 7 8; do ktap_skip "fault injection $i" "no inject file"; done
 	ktap_finish
 fi
 ktap_check "ntrdma loaded on both sides, link up, inject file present" test $rc = 0
@@ -122,7 +122,28 @@ ktap_check "bad completion B -> A: A counts it, the session restarts, link up" \
 ktap_check "after the restarts: command channel both ways and ibv_rc_pingpong" \
 	eval "echo_ok A && echo_ok B && pingpong_ok"
 
-# 6: the fuzzer, alternating sides, with verbs and command traffic running
+# 6: the DMA channel refusing every 3rd copy (a full ring): the sender
+# falls back to the CPU or waits for the next completion; no error
+copy=$(info_of A copy)
+if [ "$copy" = cpu ]; then
+	ktap_skip "DMA channel refusing copies" "no DMA channel: copies by CPU"
+else
+	f0=$(info_of A faults_injected)
+	inject A "fail dma_prep 3"
+	peer "timeout 60 ib_write_bw -d $PEER_IBDEV -p 18702 -n 300 -s 65536 >/dev/null 2>&1" &
+	srv=$!
+	sleep 2
+	timeout 60 ib_write_bw -d "$IBDEV" -p 18702 -n 300 -s 65536 "$SERVER_IP" >/dev/null 2>&1
+	rc=$?
+	wait $srv
+	src=$?
+	inject A "fail dma_prep 0"
+	f1=$(info_of A faults_injected)
+	ktap_check "DMA channel ($copy) refusing every 3rd copy under ib_write_bw: $((f1 - f0)) refusals, both ends exit 0 ($rc/$src), link up" \
+		eval "[ $((f1 - f0)) -gt 0 ] && [ $rc = 0 ] && [ $src = 0 ] && link_up"
+fi
+
+# 7: the fuzzer, alternating sides, with verbs and command traffic running
 traffic() {
 	while :; do
 		peer "timeout 10 ibv_rc_pingpong -d $PEER_IBDEV -p 18701 -n 50 >/dev/null 2>&1" &
@@ -153,7 +174,7 @@ metric fuzz_rounds "$rounds" rounds
 metric fuzz_session_restarts "$restarts" restarts
 ktap_check "fuzzer: $rounds rounds of 32 random inbox words in ${FUZZ_SECS} s ($restarts session restarts): link up after" \
 	wait_for 20 link_up
-# 7
+# 8
 ktap_check "after the fuzzer: command channel both ways and ibv_rc_pingpong" \
 	eval "echo_ok A && echo_ok B && pingpong_ok"
 

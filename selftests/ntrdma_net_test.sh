@@ -18,7 +18,7 @@ B_IP=10.78.0.2
 NTB_DRV=/sys/bus/ntb/drivers/ntrdma
 
 ktap_header
-ktap_plan 24
+ktap_plan 29
 
 if ! install_modules || ! ntb_pair; then
 	ktap_fail "ntb devices present"
@@ -293,6 +293,61 @@ bring_up
 ktap_check "debugfs: link up" grep -q '^link: up' /sys/kernel/debug/ntrdma/ntrdma0/info
 ktap_check "ethtool -i/-S/-k/-l work" $A "ethtool -i $IFA >/dev/null && ethtool -S $IFA >/dev/null && ethtool -k $IFA >/dev/null && ethtool -l $IFA >/dev/null"
 ktap_check "no protocol errors" sh -c "! grep -q '^proto_errors: [1-9]' /sys/kernel/debug/ntrdma/*/info"
+
+# 23-25: receive buffer allocations failing on B (test builds' fault
+# injection): receive must never die of it. The refill is retried from a
+# timer; without that, once every posted buffer is used no completion
+# comes to trigger a refill and B's receive is dead until the link bounces.
+# debugfs from the root namespace (ip netns exec mounts a /sys of its own)
+DBGB=$(peer "grep -l '^ntb: $REMOTE_DEV\$' $DEBUGFS/ntrdma/*/info | head -1 | xargs -r dirname")
+inj_b() { peer "echo '$1' > $DBGB/inject"; }
+refill_fails() { $B "ethtool -S $IFB" | sed -n 's/^ *rx_refill_fail: //p'; }
+if [ -z "$DBGB" ] || ! peer "[ -e $DBGB/inject ]"; then
+	ktap_skip "iperf3 with rx allocations failing" "ntrdma built without CONFIG_NTRDMA_TEST_HOOKS"
+	ktap_skip "rx allocation failures" "no inject file"
+	ktap_skip "rx allocation failures until the ring is dry" "no inject file"
+else
+	f0=$(refill_fails)
+	inj_b "fail rx_alloc 3"
+	IPERF_SECS=4 iperf_check ntr rx_alloc_fail_every_3 "$B" "$A" "$B_IP" 5205
+	f1=$(refill_fails)
+	inj_b "fail rx_alloc 0"
+	ktap_check "every 3rd rx allocation failing: refills failed ($f0 -> $f1), traffic flows after" \
+		eval "[ ${f1:-0} -gt ${f0:-0} ] && ping_ok"
+	inj_b "fail rx_alloc 1"
+	$B "iperf3 -s -1 -D -p 5206 >/dev/null 2>&1"
+	sleep 1
+	$A "timeout 10 iperf3 -c $B_IP -p 5206 -t 3 >/dev/null 2>&1"
+	f2=$(refill_fails)
+	inj_b "fail rx_alloc 0"
+	t0=$(now_ms)
+	wait_for 5 ping_ok
+	back=$?
+	ktap_check "every rx allocation failing until the ring ran dry ($f1 -> $f2 failed refills): traffic back in $(( $(now_ms) - t0 )) ms" \
+		test $back = 0
+	$B "pkill iperf3" 2>/dev/null
+fi
+
+# 26-27: A's DMA channel refusing every 3rd copy (a fixed ring that is
+# full): not an error; the frame goes by CPU or waits for the next DMA
+# completion. iperf3 runs on, and no frame is counted as a transmit error.
+DBGA=$(grep -l "^ntb: $LOCAL_DEV\$" $DEBUGFS/ntrdma/*/info | head -1 | xargs -r dirname)
+tx_errs() { $A "ethtool -S $IFA" | awk '/^ *tx_errors/ { n += $2 } END { print n + 0 }'; }
+copy=$(sed -n 's/^copy: //p' "$DBGA/info" 2>/dev/null)
+if [ -z "$DBGA" ] || [ ! -e "$DBGA/inject" ] || [ "${copy:-cpu}" = cpu ]; then
+	ktap_skip "iperf3 with DMA copies refused" "no DMA channel or no fault injection (copy: ${copy:-?})"
+	ktap_skip "DMA copies refused: no transmit errors" "as above"
+else
+	e0=$(tx_errs)
+	i0=$(sed -n 's/^faults_injected: //p' "$DBGA/info")
+	echo 'fail dma_prep 3' > "$DBGA/inject"
+	IPERF_SECS=4 iperf_check ntr dma_prep_fail_every_3 "$B" "$A" "$B_IP" 5207
+	echo 'fail dma_prep 0' > "$DBGA/inject"
+	e1=$(tx_errs)
+	i1=$(sed -n 's/^faults_injected: //p' "$DBGA/info")
+	ktap_check "DMA channel ($copy) refusing every 3rd copy: $((i1 - i0)) refusals, tx errors $e0 -> $e1, link up" \
+		eval "[ $((i1 - i0)) -gt 0 ] && [ $e1 = $e0 ] && ping_ok"
+fi
 
 modprobe -r ntrdma
 is_pair && peer "modprobe -r ntrdma"

@@ -44,6 +44,8 @@ static int ntrdma_info_show(struct seq_file *s, void *unused)
 	seq_printf(s, "cmd_sent: %lld\n", atomic64_read(&st->cmd_sent));
 	seq_printf(s, "cmd_handled: %lld\n", atomic64_read(&st->cmd_handled));
 	seq_printf(s, "cmd_timeouts: %lld\n", atomic64_read(&st->cmd_timeouts));
+	seq_printf(s, "faults_injected: %lld\n",
+		   atomic64_read(&st->faults_injected));
 	seq_printf(s, "copy: %s\n",
 		   ndev->dma_chan ? dma_chan_name(ndev->dma_chan) : "cpu");
 	return 0;

@@ -93,7 +93,9 @@ int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
 /**
  * struct ntrdma_tqp_ops - callbacks of a TQP's user
  * @rx: completions to poll (hard irq)
- * @tx_space: the peer posted buffers (hard irq)
+ * @tx_space: a send may find room again: the peer posted buffers (hard
+ *	irq), or the DMA channel completed a copy after a send found it full
+ *	(softirq)
  * @peer_state: the peer's end changed (hard irq)
  * @send_done: a send's pages may be reused; @status 0, -ENOLINK (the
  *	session ended first: not delivered) or -EIO. Any context but hard irq.
@@ -140,5 +142,24 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 void ntrdma_tqp_send_flush(struct ntrdma_tqp *tqp);
 bool ntrdma_tqp_send_ready(struct ntrdma_tqp *tqp);
 u64 ntrdma_tqp_doorbells(struct ntrdma_tqp *tqp);
+
+/* ---- fault injection for the selftests (ntrdma_fault.c) ---- */
+
+enum ntrdma_fault_site {
+	NTRDMA_FAULT_RX_ALLOC,	/* a face allocating a receive buffer */
+	NTRDMA_FAULT_DMA_PREP,	/* the engine preparing a DMA copy */
+	NTRDMA_FAULT_SITES
+};
+
+#ifdef NTRDMA_TEST_HOOKS
+bool ntrdma_fault(struct ntrdma_dev *ndev, enum ntrdma_fault_site site);
+#else
+/* Built for use: nothing is ever injected. */
+static inline bool ntrdma_fault(struct ntrdma_dev *ndev,
+				enum ntrdma_fault_site site)
+{
+	return false;
+}
+#endif
 
 #endif /* NTRDMA_ENGINE_H */

@@ -9,6 +9,10 @@
  *   cqe TQP            a completion the peer must reject (length 0) in the
  *                      next slot of TQP's receive ring at the peer, published
  *   cq_prod TQP VALUE  the peer's completion producer index of TQP := VALUE
+ *   fail SITE N        from now on fail every Nth try at SITE (rx_alloc:
+ *                      a face's receive buffer allocation; dma_prep: the
+ *                      engine's DMA descriptors), 0 to stop; counted in
+ *                      info's faults_injected (works without a session)
  *   fuzz N SEED        N random 32-bit words into the peer's inbox, half
  *                      of them into ring indices and state words, the rest
  *                      anywhere (completions, command and response slots,
@@ -105,15 +109,56 @@ static int fault_fuzz(struct ntrdma_dev *ndev, struct ntrdma_inbox __iomem *pi,
 	return 0;
 }
 
+static const char *const fault_sites[NTRDMA_FAULT_SITES] = {
+	[NTRDMA_FAULT_RX_ALLOC] = "rx_alloc",
+	[NTRDMA_FAULT_DMA_PREP] = "dma_prep",
+};
+
+/**
+ * ntrdma_fault() - whether to fail this try at a fault site (test builds)
+ * @ndev: the device
+ * @site: where the caller is about to allocate or prepare something
+ *
+ * Return: true every Nth call once debugfs "fail SITE N" set N; the
+ * caller then fails as if the allocation or preparation had.
+ */
+bool ntrdma_fault(struct ntrdma_dev *ndev, enum ntrdma_fault_site site)
+{
+	unsigned int every = READ_ONCE(ndev->fault_every[site]);
+
+	if (!every || atomic_inc_return(&ndev->fault_tries[site]) % every)
+		return false;
+	atomic64_inc(&ndev->stats.faults_injected);
+	return true;
+}
+
+static int fault_set(struct ntrdma_dev *ndev, const char *name,
+		     unsigned int every)
+{
+	int i;
+
+	for (i = 0; i < NTRDMA_FAULT_SITES; i++) {
+		if (strcmp(name, fault_sites[i]))
+			continue;
+		atomic_set(&ndev->fault_tries[i], 0);
+		WRITE_ONCE(ndev->fault_every[i], every);
+		return 0;
+	}
+	return -ENOENT;
+}
+
 static int fault_run(struct ntrdma_dev *ndev, const char *buf)
 {
 	struct ntrdma_inbox __iomem *pi = READ_ONCE(ndev->pinbox);
 	struct ntrdma_tqp *tqp;
 	unsigned int id;
+	char name[16];
 	u32 value, n;
 	u64 seed;
 	int rc = -EINVAL;
 
+	if (sscanf(buf, "fail %15s %u", name, &n) == 2)
+		return fault_set(ndev, name, n);
 	if (!ntrdma_link_is_up(ndev) || !pi)
 		return -ENOLINK;
 	if (sscanf(buf, "fuzz %u %llu", &n, &seed) == 2)

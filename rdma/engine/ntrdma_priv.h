@@ -55,6 +55,7 @@ struct ntrdma_stats {
 	atomic64_t cmd_sent;
 	atomic64_t cmd_handled;
 	atomic64_t cmd_timeouts;
+	atomic64_t faults_injected;	/* test builds only */
 };
 
 /* ---- command channel (cmd.c) ---- */
@@ -113,6 +114,7 @@ struct ntrdma_tqp {
 	u32 tx_done;		/* copies finished up to here */
 	u32 tx_published;	/* cq_prod last written to the peer */
 	bool broken;		/* the DMA channel refused a copy */
+	bool dma_wake;		/* a sender waits for a DMA completion */
 	u64 doorbells;
 	struct ntrdma_tqp_slot *slot;
 	struct ntrdma_wire_cqe *stage;	/* completions the DMA copies */
@@ -175,6 +177,9 @@ struct ntrdma_dev {
 	struct ntrdma_tqp *tqp[NTRDMA_TQP_COUNT];
 
 	struct ntrdma_stats stats;
+	/* fault injection (test builds): fail every Nth try at a site */
+	unsigned int fault_every[NTRDMA_FAULT_SITES];
+	atomic_t fault_tries[NTRDMA_FAULT_SITES];
 	struct dentry *debugfs;
 	struct mutex dbg_lock;		/* cmd_result */
 	char cmd_result[128];

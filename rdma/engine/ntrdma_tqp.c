@@ -208,6 +208,7 @@ void ntrdma_tqp_start(struct ntrdma_tqp *tqp)
 	tqp->tx_pos = base;
 	tqp->tx_done = base;
 	tqp->tx_published = base;
+	tqp->dma_wake = false;
 	/*
 	 * The peer writes our completion producer only after we post, and
 	 * asks for TXWAKE only after seeing a post: both start at base here.
@@ -521,6 +522,7 @@ static void tqp_dma_done(void *arg, const struct dmaengine_result *res)
 	int status = 0;
 	unsigned long flags;
 	void *cookie;
+	bool wake;
 	u32 len;
 
 	if (res && res->result != DMA_TRANS_NOERROR)
@@ -538,9 +540,13 @@ static void tqp_dma_done(void *arg, const struct dmaengine_result *res)
 		ntrdma_link_proto_error(tqp->ndev, "DMA copy failed");
 	else
 		tqp_publish(tqp, tqp->tx_done);
+	wake = tqp->dma_wake;
+	tqp->dma_wake = false;
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
 
 	tqp->ops->send_done(tqp->ctx, cookie, len, status);
+	if (wake)
+		tqp->ops->tx_space(tqp->ctx);
 	if (atomic_dec_and_test(&tqp->dma_inflight))
 		wake_up(&tqp->dma_wait);
 }
@@ -572,6 +578,9 @@ static int tqp_dma_copy(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
 	int i, queued = 0;
 	dma_addr_t src;
 
+	/* Test builds: the channel's ring is full (its first prep fails). */
+	if (ntrdma_fault(tqp->ndev, NTRDMA_FAULT_DMA_PREP))
+		return -ENOMEM;
 	for (i = 0; i < nsge; i++) {
 		src = dma_map_page(dev, sg[i].page, sg[i].off, sg[i].len,
 				   DMA_TO_DEVICE);
@@ -625,8 +634,9 @@ err:
  * Any context but hard irq. send_done reports when the pages may be reused:
  * at once with the CPU copy, from the DMA callback otherwise.
  *
- * Return: 0 when it is on its way, -ENOSPC when no buffer is posted (a
- * TXWAKE follows the next post), -EMSGSIZE when the posted buffer is too
+ * Return: 0 when it is on its way, -ENOSPC when no buffer is posted or
+ * the DMA channel is full (tx_space follows the next post or the next DMA
+ * completion), -EMSGSIZE when the posted buffer is too
  * small, -ENOLINK without a session, -EPROTO when the peer's descriptor is
  * invalid.
  */
@@ -670,19 +680,31 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 		s->cookie = cookie;
 		s->len = len;
 		rc = tqp_dma_copy(tqp, s, ndev->flat_dma + d.addr, sg, nsge, &c);
-		if (rc < 0)
-			goto out;
-		if (rc) {
+		if (rc > 0) {
 			/* Held until stop: report it then, as sent-and-lost. */
-			ntrdma_link_proto_error(ndev, "DMA channel refused a copy");
+			ntrdma_link_proto_error(ndev, "DMA channel refused a copy mid-message");
 			rc = 0;
 			goto out;
 		}
-		tqp->tx_pos++;
-		if (!more)
+		if (!rc) {
+			tqp->tx_pos++;
+			if (!more)
+				dma_async_issue_pending(ndev->dma_chan);
+			spin_unlock_irqrestore(&tqp->tx_lock, flags);
+			return 0;
+		}
+		/*
+		 * The channel took nothing (a fixed ring that is full): not an
+		 * error. With none of this TQP's copies in flight the CPU
+		 * copies it, in order; else the sender waits for the next
+		 * completion (tx_space), which frees room.
+		 */
+		if (tqp->tx_done != tqp->tx_pos) {
+			tqp->dma_wake = true;
 			dma_async_issue_pending(ndev->dma_chan);
-		spin_unlock_irqrestore(&tqp->tx_lock, flags);
-		return 0;
+			rc = -ENOSPC;
+			goto out;
+		}
 	}
 	tqp_cpu_copy(ndev->flat + d.addr, sg, nsge);
 	memcpy_toio(&pt->cqe[ntrdma_ring_idx(c.seq, TQP_RING)], &c, sizeof(c));
@@ -718,19 +740,21 @@ void ntrdma_tqp_send_flush(struct ntrdma_tqp *tqp)
 }
 
 /**
- * ntrdma_tqp_send_ready() - whether the peer has a buffer posted
+ * ntrdma_tqp_send_ready() - whether a send would find room
  * @tqp: the TQP
  *
  * For a sender deciding to stop its queue (it asks for TXWAKE first).
  *
- * Return: true when a send would find a buffer.
+ * Return: true when the peer has a buffer posted and no send waits for
+ * the DMA channel to make room (its tx_space callback follows then).
  */
 bool ntrdma_tqp_send_ready(struct ntrdma_tqp *tqp)
 {
 	struct ntrdma_wire_tqp *own = tqp_own(tqp);
 	u32 prod = READ_ONCE(own->post_prod);
 
-	return READ_ONCE(tqp->active) && prod != tqp->tx_pos &&
+	return READ_ONCE(tqp->active) && !READ_ONCE(tqp->dma_wake) &&
+	       prod != tqp->tx_pos &&
 	       ntrdma_ring_avail_ok(prod, tqp->tx_pos, TQP_RING);
 }
 
