@@ -92,7 +92,9 @@ struct ntrdma_tqp_slot {
 	struct ntrdma_tqp *tqp;
 	void *cookie;
 	u32 len;
-	bool orphan;
+	bool orphan;		/* copies queued, completion refused */
+	bool abandoned;		/* reported at stop; its DMA still runs */
+	dma_cookie_t last;	/* the last copy queued (orphans) */
 	int nmap;
 	dma_addr_t map[NTRDMA_TQP_MAX_SGE];
 	u32 map_len[NTRDMA_TQP_MAX_SGE];
@@ -121,6 +123,7 @@ struct ntrdma_tqp {
 	dma_addr_t stage_dma;
 	atomic_t dma_inflight;
 	wait_queue_head_t dma_wait;
+	struct device *dma_dev;		/* the channel's, for late unmaps */
 };
 
 struct ntrdma_dev {

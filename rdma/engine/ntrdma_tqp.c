@@ -24,6 +24,7 @@
  * When a session ends every send in flight completes with -ENOLINK.
  */
 
+#include <linux/delay.h>
 #include <linux/dmaengine.h>
 #include <linux/dma-mapping.h>
 #include <linux/highmem.h>
@@ -133,6 +134,7 @@ struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev,
 	if (ndev->dma_chan) {
 		struct device *dev = ndev->dma_chan->device->dev;
 
+		tqp->dma_dev = dev;
 		tqp->stage = kcalloc(TQP_RING, sizeof(*tqp->stage), GFP_KERNEL);
 		if (!tqp->stage) {
 			rc = -ENOMEM;
@@ -181,6 +183,12 @@ void ntrdma_tqp_destroy(struct ntrdma_tqp *tqp)
 	for (i = 0; i < NTRDMA_TQP_VDBS; i++)
 		ntrdma_vdb_unregister(ndev, NTRDMA_VDB_TQP(tqp->id, i));
 	ndev->tqp[tqp->id] = NULL;
+	if (atomic_read(&tqp->dma_inflight)) {
+		/* Late completions still find it (see tqp_abandon()). */
+		dev_err(&ndev->ntb->dev, "%s: TQP%d: DMA copies still pending: keeping its memory\n",
+			ndev->name, tqp->id);
+		return;
+	}
 	tqp_free_stage(tqp);
 	kvfree(tqp->slot);
 	kfree(tqp);
@@ -201,6 +209,12 @@ void ntrdma_tqp_start(struct ntrdma_tqp *tqp)
 	u32 base = ndev->epoch ^ ndev->peer_epoch;
 	unsigned long flags;
 
+	if (atomic_read(&tqp->dma_inflight)) {
+		/* Copies of an abandoned session still own slots. */
+		dev_err(&ndev->ntb->dev, "%s: TQP%d: DMA copies of the last session still pending: not started\n",
+			ndev->name, tqp->id);
+		return;
+	}
 	spin_lock_irqsave(&tqp->tx_lock, flags);
 	tqp->rx_post = base;
 	tqp->rx_cons = base;
@@ -223,12 +237,81 @@ void ntrdma_tqp_start(struct ntrdma_tqp *tqp)
 
 static void tqp_unmap_slot(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s)
 {
-	struct device *dev = tqp->ndev->dma_chan->device->dev;
+	struct device *dev = tqp->dma_dev;
 	int i;
 
 	for (i = 0; i < s->nmap; i++)
 		dma_unmap_page(dev, s->map[i], s->map_len[i], DMA_TO_DEVICE);
 	s->nmap = 0;
+}
+
+/* How long a stop waits for the channel to finish this TQP's copies. */
+#define TQP_STOP_WAIT	(10 * HZ)
+
+/*
+ * The channel did not finish this TQP's copies in time. They read only
+ * our pages and write only the peer's (whose session is over), so their
+ * senders are told now (-EIO) and may free those pages: a late read of a
+ * freed page harms nothing. What the channel itself still uses stays: the
+ * mappings (until each late completion), the slots, the staged
+ * completions and the TQP (ntrdma_tqp_destroy() keeps them), and the TQP
+ * does not start again until they are done. Never terminate the channel:
+ * it is shared, and other queues' copies would be dropped unreported.
+ */
+static void tqp_abandon(struct ntrdma_tqp *tqp)
+{
+	struct ntrdma_tqp_slot *s;
+	unsigned long flags;
+	void *cookie;
+	u32 len;
+	int i;
+
+	dev_err(&tqp->ndev->ntb->dev,
+		"%s: TQP%d: %d DMA copies still pending after %u s: reported as failed, their mappings kept\n",
+		tqp->ndev->name, tqp->id, atomic_read(&tqp->dma_inflight),
+		TQP_STOP_WAIT / HZ);
+	for (i = 0; i < TQP_RING; i++) {
+		s = &tqp->slot[i];
+		spin_lock_irqsave(&tqp->tx_lock, flags);
+		cookie = s->cookie;
+		len = s->len;
+		if (cookie && !s->orphan) {
+			s->cookie = NULL;
+			s->abandoned = true;
+		}
+		spin_unlock_irqrestore(&tqp->tx_lock, flags);
+		if (cookie && !s->orphan)
+			tqp->ops->send_done(tqp->ctx, cookie, len, -EIO);
+	}
+}
+
+/*
+ * Slots whose copies were queued without a completion (the channel refused
+ * one mid-message): once their last copy is done they are unmapped; the
+ * sender learns -EIO either way (see tqp_abandon() for the pages).
+ */
+static void tqp_reap_orphans(struct ntrdma_tqp *tqp)
+{
+	struct dma_chan *chan = tqp->ndev->dma_chan;
+	unsigned long deadline = jiffies + TQP_STOP_WAIT;
+	struct ntrdma_tqp_slot *s;
+	int i;
+
+	for (i = 0; i < TQP_RING; i++) {
+		s = &tqp->slot[i];
+		if (!s->orphan)
+			continue;
+		while (dma_async_is_tx_complete(chan, s->last, NULL, NULL) ==
+		       DMA_IN_PROGRESS && time_before(jiffies, deadline))
+			msleep(1);
+		if (dma_async_is_tx_complete(chan, s->last, NULL, NULL) !=
+		    DMA_IN_PROGRESS)
+			tqp_unmap_slot(tqp, s);
+		s->orphan = false;
+		tqp->ops->send_done(tqp->ctx, s->cookie, s->len, -EIO);
+		s->cookie = NULL;
+	}
+	tqp->broken = false;
 }
 
 /**
@@ -241,34 +324,19 @@ static void tqp_unmap_slot(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s)
  */
 void ntrdma_tqp_stop(struct ntrdma_tqp *tqp)
 {
-	struct ntrdma_tqp_slot *s;
 	unsigned long flags;
-	int i;
 
 	spin_lock_irqsave(&tqp->tx_lock, flags);
 	WRITE_ONCE(tqp->active, false);
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
 	if (!tqp->ndev->dma_chan)
 		return;
+	dma_async_issue_pending(tqp->ndev->dma_chan);
 	if (!wait_event_timeout(tqp->dma_wait, !atomic_read(&tqp->dma_inflight),
-				10 * HZ))
-		dev_err(&tqp->ndev->ntb->dev,
-			"%s: TQP%d: %d DMA copies still pending after 10 s\n",
-			tqp->ndev->name, tqp->id, atomic_read(&tqp->dma_inflight));
-	if (tqp->broken) {
-		/* Copies queued without a callback: wait them out. */
-		dmaengine_terminate_sync(tqp->ndev->dma_chan);
-		for (i = 0; i < TQP_RING; i++) {
-			s = &tqp->slot[i];
-			if (!s->orphan)
-				continue;
-			tqp_unmap_slot(tqp, s);
-			s->orphan = false;
-			tqp->ops->send_done(tqp->ctx, s->cookie, s->len, -EIO);
-			s->cookie = NULL;
-		}
-		tqp->broken = false;
-	}
+				TQP_STOP_WAIT))
+		tqp_abandon(tqp);
+	if (tqp->broken)
+		tqp_reap_orphans(tqp);
 }
 
 /* ---- the peer's end ---- */
@@ -529,6 +597,14 @@ static void tqp_dma_done(void *arg, const struct dmaengine_result *res)
 		status = -EIO;
 	spin_lock_irqsave(&tqp->tx_lock, flags);
 	tqp_unmap_slot(tqp, s);
+	if (s->abandoned) {
+		/* Reported at stop already: only its mappings were left. */
+		s->abandoned = false;
+		spin_unlock_irqrestore(&tqp->tx_lock, flags);
+		if (atomic_dec_and_test(&tqp->dma_inflight))
+			wake_up(&tqp->dma_wait);
+		return;
+	}
 	cookie = s->cookie;
 	len = s->len;
 	s->cookie = NULL;
@@ -589,7 +665,10 @@ static int tqp_dma_copy(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
 		s->map[s->nmap] = src;
 		s->map_len[s->nmap++] = sg[i].len;
 		tx = dmaengine_prep_dma_memcpy(chan, dst, src, sg[i].len, 0);
-		if (!tx || dma_submit_error(dmaengine_submit(tx)))
+		if (!tx)
+			goto err;
+		s->last = dmaengine_submit(tx);
+		if (dma_submit_error(s->last))
 			goto err;
 		queued++;
 		dst += sg[i].len;

@@ -792,6 +792,19 @@ class DataPath : public ::testing::Test {
         return rc;
     }
 
+    // Destroy both QPs of @c and deregister @bufs now; the time it took.
+    long DestroyAndDereg(const Conn& c, std::initializer_list<Buf*> bufs) {
+        const auto t0 = Clock::now();
+        std::erase(qps_, c.a);
+        std::erase(qps_, c.b);
+        EXPECT_EQ(ibv_destroy_qp(c.a), 0);
+        EXPECT_EQ(ibv_destroy_qp(c.b), 0);
+        for (Buf* b : bufs) {
+            EXPECT_EQ(Dereg(b), 0);
+        }
+        return std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    }
+
     // A connected RC pair (RESET -> INIT -> RTR -> RTS on both ends).
     // Failures are recorded; check HasFailure() before use.
     Conn Connect(const ConnSpec& s = {}) {
@@ -1849,47 +1862,6 @@ TEST_F(DataPath, RnrRetryExceeded) {
 
 // ---- the local ACK timeout and peers that take nothing ----
 
-// Raw connection steps with explicit PSNs, ACK timeout and retry count.
-struct TimeoutSpec {
-    uint32_t dest_qpn = 0;
-    uint32_t sq_psn = 0;
-    uint32_t rq_psn = 0;
-    uint8_t timeout = 14;  // 4.096 us * 2^14 = 67 ms (the driver's floor: 500 ms)
-    uint8_t retry_cnt = 1;
-};
-
-int ToRtr(ibv_qp* qp, const Side& peer, const TimeoutSpec& t) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = t.dest_qpn;
-    a.rq_psn = t.rq_psn;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.dlid = peer.lid;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.grh.sgid_index = GidIndex();
-    a.ah_attr.grh.hop_limit = 1;
-    a.ah_attr.grh.dgid = peer.gid;
-    return ibv_modify_qp(qp, &a,
-                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                             IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-}
-
-int ToRts(ibv_qp* qp, const TimeoutSpec& t) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = t.timeout;
-    a.retry_cnt = t.retry_cnt;
-    a.rnr_retry = 7;
-    a.sq_psn = t.sq_psn;
-    a.max_rd_atomic = 1;
-    return ibv_modify_qp(qp, &a,
-                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
 class AckTimeout : public DataPath {
   protected:
     // A requester QP on a_ and a responder QP on b_, both in RESET.
@@ -1922,6 +1894,25 @@ class AckTimeout : public DataPath {
         return took;
     }
 
+    // RESET/INIT -> RTR toward @dest_qpn of @peer, expecting @rq_psn.
+    static int ToRtr(ibv_qp* qp, const Side& peer, uint32_t dest_qpn, uint32_t rq_psn = 0) {
+        RtrSpec r;
+        r.dest_qpn = dest_qpn;
+        r.dgid = peer.gid;
+        r.dlid = peer.lid;
+        r.rq_psn = rq_psn;
+        return QpToRtr(qp, r);
+    }
+
+    // RTR -> RTS with the default timeout (67 ms: the driver's floor,
+    // 500 ms, applies) and @retry_cnt, starting at @sq_psn.
+    static int ToRts(ibv_qp* qp, uint8_t retry_cnt, uint32_t sq_psn = 0) {
+        RtsSpec t;
+        t.retry_cnt = retry_cnt;
+        t.sq_psn = sq_psn;
+        return QpToRts(qp, t);
+    }
+
     ibv_qp* a_qp_ = nullptr;
     ibv_qp* b_qp_ = nullptr;
 };
@@ -1935,10 +1926,8 @@ TEST_F(AckTimeout, WriteToMissingPeerQpFailsRetryExceeded) {
     Buf* src = Reg(a_, 64 << 10, kLocal);
     Buf* dst = Reg(b_, 64 << 10, kRemoteAll);
     ASSERT_FALSE(HasFailure());
-    TimeoutSpec t;
-    t.dest_qpn = 0xfffff0;  // no QP of the peer has this number
-    ASSERT_EQ(ToRtr(a_qp_, b_, t), 0);
-    ASSERT_EQ(ToRts(a_qp_, t), 0);
+    ASSERT_EQ(ToRtr(a_qp_, b_, 0xfffff0), 0);  // no QP of the peer has this number
+    ASSERT_EQ(ToRts(a_qp_, 1), 0);
     Wr w;
     w.op = IBV_WR_RDMA_WRITE;
     w.wr_id = 1;
@@ -1963,20 +1952,15 @@ TEST_F(AckTimeout, SendToPeerQpNotYetReadyIsRetried) {
     Buf* dst = Reg(b_, 256, kLocal);
     ASSERT_FALSE(HasFailure());
     Fill(src->p(), 256, 9);
-    TimeoutSpec ta;
-    ta.dest_qpn = b_qp_->qp_num;
-    ta.retry_cnt = 7;
-    TimeoutSpec tb = ta;
-    tb.dest_qpn = a_qp_->qp_num;
-    ASSERT_EQ(ToRtr(a_qp_, b_, ta), 0);
-    ASSERT_EQ(ToRts(a_qp_, ta), 0);
+    ASSERT_EQ(ToRtr(a_qp_, b_, b_qp_->qp_num), 0);
+    ASSERT_EQ(ToRts(a_qp_, 7), 0);
     Wr w;
     w.wr_id = 2;
     w.sge = {src->sge(0, 256)};
     ASSERT_EQ(Post(a_qp_, w), 0);  // the responder is still in INIT
     std::this_thread::sleep_for(milliseconds(300));
     ASSERT_EQ(PostRecv(b_qp_, 3, {dst->sge(0, 256)}), 0);
-    ASSERT_EQ(ToRtr(b_qp_, a_, tb), 0);
+    ASSERT_EQ(ToRtr(b_qp_, a_, a_qp_->qp_num), 0);
     ExpectStatus(IBV_WC_SUCCESS, 20000);
     std::vector<ibv_wc> r = PollCq(b_.rcq, 1, 5000);
     ASSERT_EQ(r.size(), 1u);
@@ -1993,15 +1977,10 @@ TEST_F(AckTimeout, SilentResponderFailsRetryExceeded) {
     Buf* src = Reg(a_, 4096, kLocal);
     Buf* dst = Reg(b_, 4096, kRemoteAll);
     ASSERT_FALSE(HasFailure());
-    TimeoutSpec ta;
-    ta.dest_qpn = b_qp_->qp_num;
-    ta.sq_psn = 1000;  // the responder expects 0
-    TimeoutSpec tb;
-    tb.dest_qpn = a_qp_->qp_num;
-    ASSERT_EQ(ToRtr(a_qp_, b_, ta), 0);
-    ASSERT_EQ(ToRts(a_qp_, ta), 0);
-    ASSERT_EQ(ToRtr(b_qp_, a_, tb), 0);
-    ASSERT_EQ(ToRts(b_qp_, tb), 0);
+    ASSERT_EQ(ToRtr(a_qp_, b_, b_qp_->qp_num), 0);
+    ASSERT_EQ(ToRts(a_qp_, 1, 1000), 0);  // the responder expects PSN 0
+    ASSERT_EQ(ToRtr(b_qp_, a_, a_qp_->qp_num), 0);
+    ASSERT_EQ(ToRts(b_qp_, 1), 0);
     Wr w;
     w.op = IBV_WR_RDMA_READ;
     w.wr_id = 4;
@@ -2438,14 +2417,7 @@ TEST_F(DataPath, DestroyQpsWithWorkInFlight) {
         w.rkey = dst->mr->rkey;
         ASSERT_EQ(Post(c.a, w), 0);
     }
-    const auto t0 = Clock::now();
-    std::erase(qps_, c.a);
-    std::erase(qps_, c.b);
-    EXPECT_EQ(ibv_destroy_qp(c.a), 0);
-    EXPECT_EQ(ibv_destroy_qp(c.b), 0);
-    EXPECT_EQ(Dereg(dst), 0);
-    EXPECT_EQ(Dereg(src), 0);
-    const auto ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    const long ms = DestroyAndDereg(c, {dst, src});
     EXPECT_LT(ms, 10000) << "destroy/dereg with work in flight took " << ms << " ms";
     // The device still works.
     Conn d = Connect();
@@ -2540,14 +2512,7 @@ TEST_F(DataPath, UserScribbledRingIndicesHarmOnlyTheirQp) {
         Post(victim.a, w);  // may fail: the user broke its own ring
         std::this_thread::sleep_for(milliseconds(5));
     }
-    const auto t0 = Clock::now();
-    std::erase(qps_, victim.a);
-    std::erase(qps_, victim.b);
-    EXPECT_EQ(ibv_destroy_qp(victim.a), 0);
-    EXPECT_EQ(ibv_destroy_qp(victim.b), 0);
-    EXPECT_EQ(Dereg(dst), 0);
-    EXPECT_EQ(Dereg(src), 0);
-    const auto ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    const long ms = DestroyAndDereg(victim, {dst, src});
     EXPECT_LT(ms, 10000) << "destroy/dereg after the scribbling took " << ms << " ms";
 
     // The other connection of this process: a WRITE and a SEND, checked.

@@ -105,6 +105,7 @@ struct RtrSpec {
     int mask_drop = 0;  // attributes left out (to test their absence)
     uint8_t min_rnr_timer = 12;
     uint8_t max_dest_rd_atomic = 1;
+    uint32_t rq_psn = 0;
 };
 
 inline int QpToRtr(ibv_qp* qp, const RtrSpec& s) {
@@ -112,7 +113,7 @@ inline int QpToRtr(ibv_qp* qp, const RtrSpec& s) {
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = IBV_MTU_1024;
     a.dest_qp_num = s.dest_qpn;
-    a.rq_psn = 0;
+    a.rq_psn = s.rq_psn;
     a.max_dest_rd_atomic = s.max_dest_rd_atomic;
     a.min_rnr_timer = s.min_rnr_timer;
     a.ah_attr.is_global = 1;
@@ -126,17 +127,32 @@ inline int QpToRtr(ibv_qp* qp, const RtrSpec& s) {
     return ibv_modify_qp(qp, &a, mask & ~s.mask_drop);
 }
 
-inline int QpToRts(ibv_qp* qp, uint8_t rnr_retry = 7, uint8_t max_rd_atomic = 1) {
+struct RtsSpec {
+    uint8_t timeout = 14;  // local ACK timeout: 4.096 us * 2^14 = 67 ms
+    uint8_t retry_cnt = 7;
+    uint8_t rnr_retry = 7;
+    uint8_t max_rd_atomic = 1;
+    uint32_t sq_psn = 0;
+};
+
+inline int QpToRts(ibv_qp* qp, const RtsSpec& s) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = rnr_retry;
-    a.sq_psn = 0;
-    a.max_rd_atomic = max_rd_atomic;
+    a.timeout = s.timeout;
+    a.retry_cnt = s.retry_cnt;
+    a.rnr_retry = s.rnr_retry;
+    a.sq_psn = s.sq_psn;
+    a.max_rd_atomic = s.max_rd_atomic;
     return ibv_modify_qp(qp, &a,
                          IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                              IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+inline int QpToRts(ibv_qp* qp, uint8_t rnr_retry = 7, uint8_t max_rd_atomic = 1) {
+    RtsSpec s;
+    s.rnr_retry = rnr_retry;
+    s.max_rd_atomic = max_rd_atomic;
+    return QpToRts(qp, s);
 }
 
 inline int QpToState(ibv_qp* qp, ibv_qp_state st) {
