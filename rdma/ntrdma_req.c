@@ -14,7 +14,10 @@
  * completes its WQE with the responder's verdict and the QP enters ERR; an
  * RNR NAK rewinds to that WQE and retries after the responder's RNR timer,
  * rnr_retry times (7: for ever). The transport below is reliable and in
- * order, so there are no transport retries: link loss flushes instead.
+ * order and link loss flushes, so the only retries are IB's for a peer
+ * that takes nothing: a NO_QP NAK (no such QP, or not in RTR/RTS yet) is
+ * resent an ACK timeout later, and the local ACK timer fails the oldest
+ * WQE with RETRY_EXC_ERR after retry_cnt periods without progress.
  */
 
 #include <linux/jiffies.h>
