@@ -18,6 +18,7 @@
 
 #include <linux/atomic.h>
 #include <linux/completion.h>
+#include <linux/dmaengine.h>
 #include <linux/skbuff.h>
 #include <linux/wait.h>
 #include <linux/mutex.h>

@@ -303,7 +303,7 @@ static void tqp_reap_orphans(struct ntrdma_tqp *tqp)
 			continue;
 		while (dma_async_is_tx_complete(chan, s->last, NULL, NULL) ==
 		       DMA_IN_PROGRESS && time_before(jiffies, deadline))
-			msleep(1);
+			usleep_range(1000, 2000);
 		if (dma_async_is_tx_complete(chan, s->last, NULL, NULL) !=
 		    DMA_IN_PROGRESS)
 			tqp_unmap_slot(tqp, s);
