@@ -446,7 +446,13 @@ int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	/* No new users, then wait for the transfers still using it. */
 	xa_erase_irq(&nib->mr_xa, mr->index);
 	ntrdma_mr_put(mr);
-	wait_for_completion(&mr->released);
+	/* Say who waits (the transfers holding it are not recalled). */
+	if (!wait_for_completion_timeout(&mr->released, 30 * HZ)) {
+		ibdev_warn(ibmr->device,
+			   "dereg of MR %u waits for %u references after 30 s\n",
+			   mr->index, refcount_read(&mr->refs));
+		wait_for_completion(&mr->released);
+	}
 	ib_umem_release(mr->umem);
 	kvfree(mr->upages);
 	kfree(mr->pages);
