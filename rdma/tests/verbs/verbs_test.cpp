@@ -1690,12 +1690,7 @@ TEST_F(DataPath, ErrRkeyOfMrInOtherPd) {
     Buf* local = Reg(a_, 64, kLocal);
     Buf* remote = Reg(b_, 64, kRemoteAll, other);
     ASSERT_FALSE(HasFailure());
-    Wr w;
-    w.op = IBV_WR_RDMA_WRITE;
-    w.wr_id = 5;
-    w.sge = {local->sge(0, 64)};
-    w.raddr = remote->addr();
-    w.rkey = remote->mr->rkey;
+    Wr w = WriteWr(5, local->sge(0, 64), remote);
     Fill(local->p(), 64, 2);
     ASSERT_EQ(Post(c.a, w), 0);
     ASSERT_NO_FATAL_FAILURE(ExpectRequesterError(c, IBV_WC_REM_ACCESS_ERR, 5));
@@ -1789,12 +1784,7 @@ TEST_F(DataPath, ErrCqOverflowRaisesCqErr) {
     int fl = fcntl(a_.ctx->async_fd, F_GETFL);
     ASSERT_EQ(fcntl(a_.ctx->async_fd, F_SETFL, fl | O_NONBLOCK), 0);
     for (int i = 0; i < cqe + 4; i++) {
-        Wr w;
-        w.op = IBV_WR_RDMA_WRITE;
-        w.wr_id = i;
-        w.sge = {src->sge(0, 8)};
-        w.raddr = dst->addr();
-        w.rkey = dst->mr->rkey;
+        Wr w = WriteWr(i, src->sge(0, 8), dst);
         ASSERT_EQ(Post(c.a, w), 0) << i;
     }
     bool got = false;
@@ -1928,12 +1918,7 @@ TEST_F(AckTimeout, WriteToMissingPeerQpFailsRetryExceeded) {
     ASSERT_FALSE(HasFailure());
     ASSERT_EQ(ToRtr(a_qp_, b_, 0xfffff0), 0);  // no QP of the peer has this number
     ASSERT_EQ(ToRts(a_qp_, 1), 0);
-    Wr w;
-    w.op = IBV_WR_RDMA_WRITE;
-    w.wr_id = 1;
-    w.sge = {src->sge(0, 64 << 10)};
-    w.raddr = dst->addr();
-    w.rkey = dst->mr->rkey;
+    Wr w = WriteWr(1, src->sge(0, 64 << 10), dst);
     ASSERT_EQ(Post(a_qp_, w), 0);
     const long took = ExpectStatus(IBV_WC_RETRY_EXC_ERR, 20000);
     std::cout << "[ NOTE     ] RETRY_EXC_ERR after " << took << " ms\n";
@@ -2007,12 +1992,7 @@ TEST_F(DataPath, SqdDeliversSqDrained) {
     Buf* dst = Reg(b_, 64 << 10, kRemoteAll);
     ASSERT_FALSE(HasFailure());
     for (int i = 0; i < 4; i++) {
-        Wr w;
-        w.op = IBV_WR_RDMA_WRITE;
-        w.wr_id = i;
-        w.sge = {src->sge(0, 64 << 10)};
-        w.raddr = dst->addr();
-        w.rkey = dst->mr->rkey;
+        Wr w = WriteWr(i, src->sge(0, 64 << 10), dst);
         ASSERT_EQ(Post(c.a, w), 0);
     }
     ibv_qp_attr a{};
@@ -2030,12 +2010,7 @@ TEST_F(DataPath, SqdDeliversSqDrained) {
     a = {};
     a.qp_state = IBV_QPS_RTS;
     ASSERT_EQ(ibv_modify_qp(c.a, &a, IBV_QP_STATE), 0);
-    Wr w;
-    w.op = IBV_WR_RDMA_WRITE;
-    w.wr_id = 9;
-    w.sge = {src->sge(0, 64)};
-    w.raddr = dst->addr();
-    w.rkey = dst->mr->rkey;
+    Wr w = WriteWr(9, src->sge(0, 64), dst);
     ASSERT_EQ(Post(c.a, w), 0);
     // Back in RTS: the rest of the posted WRITEs and the new one, in order.
     wc = PollCq(a_.scq, 5 - before_rts);
@@ -2409,12 +2384,7 @@ TEST_F(DataPath, DestroyQpsWithWorkInFlight) {
     Buf* dst = Reg(b_, len, kRemoteAll);
     ASSERT_FALSE(HasFailure());
     for (int i = 0; i < 8; i++) {
-        Wr w;
-        w.op = IBV_WR_RDMA_WRITE;
-        w.wr_id = i;
-        w.sge = {src->sge(0, len)};
-        w.raddr = dst->addr();
-        w.rkey = dst->mr->rkey;
+        Wr w = WriteWr(i, src->sge(0, len), dst);
         ASSERT_EQ(Post(c.a, w), 0);
     }
     const long ms = DestroyAndDereg(c, {dst, src});
@@ -2425,12 +2395,7 @@ TEST_F(DataPath, DestroyQpsWithWorkInFlight) {
     Buf* d2 = Reg(b_, 64, kRemoteAll);
     ASSERT_FALSE(HasFailure());
     Fill(s2->p(), 64, 1000);
-    Wr w;
-    w.op = IBV_WR_RDMA_WRITE;
-    w.wr_id = 99;
-    w.sge = {s2->sge(0, 64)};
-    w.raddr = d2->addr();
-    w.rkey = d2->mr->rkey;
+    Wr w = WriteWr(99, s2->sge(0, 64), d2);
     ASSERT_EQ(Post(d.a, w), 0);
     std::vector<ibv_wc> s;
     for (const ibv_wc& wc : PollCq(a_.scq, 100, 2000)) {
@@ -2486,12 +2451,7 @@ TEST_F(DataPath, UserScribbledRingIndicesHarmOnlyTheirQp) {
     }
     ASSERT_GE(rings.size(), 4u) << "the new connection's rings are not mapped";
     for (int i = 0; i < 8; i++) {
-        Wr w;
-        w.op = IBV_WR_RDMA_WRITE;
-        w.wr_id = i;
-        w.sge = {src->sge(0, len)};
-        w.raddr = dst->addr();
-        w.rkey = dst->mr->rkey;
+        Wr w = WriteWr(i, src->sge(0, len), dst);
         ASSERT_EQ(Post(victim.a, w), 0);
     }
     std::mt19937 rng(7);
@@ -2503,12 +2463,7 @@ TEST_F(DataPath, UserScribbledRingIndicesHarmOnlyTheirQp) {
                 ctl[0] = rng();  // producer index
             }
         }
-        Wr w;
-        w.op = IBV_WR_RDMA_WRITE;
-        w.wr_id = 100 + round;
-        w.sge = {src->sge(0, 64)};
-        w.raddr = dst->addr();
-        w.rkey = dst->mr->rkey;
+        Wr w = WriteWr(100 + round, src->sge(0, 64), dst);
         Post(victim.a, w);  // may fail: the user broke its own ring
         std::this_thread::sleep_for(milliseconds(5));
     }
@@ -2521,12 +2476,7 @@ TEST_F(DataPath, UserScribbledRingIndicesHarmOnlyTheirQp) {
     ASSERT_FALSE(HasFailure());
     Fill(s2->p(), 4096, 77);
     ASSERT_EQ(PostRecv(bystander.b, 7, {d2->sge(2048, 2048)}), 0);
-    Wr w;
-    w.op = IBV_WR_RDMA_WRITE;
-    w.wr_id = 5;
-    w.sge = {s2->sge(0, 2048)};
-    w.raddr = d2->addr();
-    w.rkey = d2->mr->rkey;
+    Wr w = WriteWr(5, s2->sge(0, 2048), d2);
     Wr snd;
     snd.op = IBV_WR_SEND;
     snd.wr_id = 6;
@@ -2737,12 +2687,7 @@ TEST_F(DataPath, OldNtrdmaDefect4DeregWhileWritesInFlight) {
     ASSERT_FALSE(HasFailure());
     Fill(src->p(), len, 51);
     for (int i = 0; i < n; i++) {
-        Wr w;
-        w.op = IBV_WR_RDMA_WRITE;
-        w.wr_id = i;
-        w.sge = {src->sge(0, len)};
-        w.raddr = dst->addr();
-        w.rkey = dst->mr->rkey;
+        Wr w = WriteWr(i, src->sge(0, len), dst);
         ASSERT_EQ(Post(c.a, w), 0);
     }
     const auto t0 = Clock::now();

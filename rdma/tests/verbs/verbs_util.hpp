@@ -252,6 +252,17 @@ struct Wr {
     uint64_t swap = 0;
 };
 
+// A signalled RDMA WRITE of @sge to the start of @dst (at @dst_off).
+inline Wr WriteWr(uint64_t wr_id, ibv_sge sge, const Buf* dst, size_t dst_off = 0) {
+    Wr w;
+    w.op = IBV_WR_RDMA_WRITE;
+    w.wr_id = wr_id;
+    w.sge = {sge};
+    w.raddr = dst->addr(dst_off);
+    w.rkey = dst->mr->rkey;
+    return w;
+}
+
 inline void Build(const Wr& w, ibv_send_wr* wr) {
     *wr = ibv_send_wr{};
     wr->wr_id = w.wr_id;
