@@ -34,7 +34,7 @@ KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
 	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
 
 .PHONY: all deps kernel-ext modules user check unit selftests demo lint \
-	sparse checkpatch clean bench install
+	sparse checkpatch clean bench install fuzz
 
 all: modules user
 
@@ -56,6 +56,13 @@ check: all
 
 unit: user
 	cd $(USERBUILD) && ctest --output-on-failure
+
+# The full forms of the fuzzers (make check runs them short): the peer
+# fuzzer and the user fuzzer, 15 minutes each, in the loopback test bed.
+fuzz: all
+	$(ROOT)/scripts/testbed.sh --topo loop --flat 1 --timeout 3000 --out $(BUILD)/fuzz -- \
+		env FUZZ_SECS=900 NTRDMA_USER_FUZZ_SECS=900 VERBS_FILTER='UserFuzz.*' \
+		selftests/run.sh ntrdma_fault_test.sh ntrdma_ib_test.sh
 
 demo: all
 	@$(ROOT)/scripts/demo.sh

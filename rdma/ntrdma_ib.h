@@ -203,12 +203,29 @@ struct ntrdma_rsp {
 #define NTRDMA_QP_RSP		64	/* > 2 * NTRDMA_MAX_RD_ATOM + 2 */
 #define NTRDMA_QP_SEGS		32	/* segments in flight per QP */
 #define NTRDMA_SEG_SLOT		512	/* header + inline data */
+#define NTRDMA_SEG_WAIT_S	30	/* destroy waits for late DMA */
 
 /* One segment in flight: what its send_done releases. */
 struct ntrdma_seg_meta {
-	struct ntrdma_qp *qp;
+	struct ntrdma_seg_pool *pool;	/* NULL: a device NAK slot */
 	u32 nmr;
 	struct ntrdma_mr *mr[NTRDMA_MAX_SGE + 1];
+};
+
+/*
+ * A QP's segment slots and their accounting, apart from the QP: when
+ * destroy gives up waiting for a late DMA, the QP goes and the pool stays
+ * until its last send_done, which frees it (qp NULL: detached).
+ */
+struct ntrdma_seg_pool {
+	spinlock_t lock;		/* done, blocked, dying, qp */
+	struct ntrdma_qp *qp;
+	u32 prod;			/* under the QP's sq_lock */
+	u32 done;
+	bool blocked;			/* a sender waits for a free slot */
+	bool dying;			/* destroy: no more wake-ups */
+	void *slots;			/* NTRDMA_QP_SEGS header slots */
+	struct ntrdma_seg_meta meta[NTRDMA_QP_SEGS];
 };
 
 struct ntrdma_qp {
@@ -280,13 +297,7 @@ struct ntrdma_qp {
 	bool resp_fatal;		/* to ERR once the NAK is out */
 	int resp_event;			/* async event for that */
 
-	void *segs;			/* NTRDMA_QP_SEGS header slots */
-	struct ntrdma_seg_meta seg_meta[NTRDMA_QP_SEGS];
-	u32 seg_prod;			/* under sq_lock */
-	spinlock_t seg_lock;		/* seg_done, seg_blocked, seg_dying */
-	u32 seg_done;
-	bool seg_blocked;		/* a sender waits for a free slot */
-	bool seg_dying;			/* destroy: no more wake-ups */
+	struct ntrdma_seg_pool *seg_pool;
 	wait_queue_head_t seg_wait;
 
 	/* statistics */
@@ -369,7 +380,8 @@ void ntrdma_vx_flush_rx(struct ntrdma_ib *nib);
 void ntrdma_vx_kick(struct ntrdma_qp *qp);
 void ntrdma_vx_flush_tx(struct ntrdma_qp *qp);
 void ntrdma_vx_qp_fini(struct ntrdma_qp *qp);
-bool ntrdma_vx_segs_idle(struct ntrdma_qp *qp);
+int ntrdma_vx_pool_alloc(struct ntrdma_qp *qp);
+void ntrdma_vx_pool_release(struct ntrdma_qp *qp);
 
 /* ntrdma_req.c: requester */
 void ntrdma_req_reset(struct ntrdma_qp *qp);

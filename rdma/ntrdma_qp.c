@@ -68,7 +68,6 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	INIT_LIST_HEAD(&qp->tx_wait);
 	init_waitqueue_head(&qp->seg_wait);
 	init_waitqueue_head(&qp->cm_wait);
-	spin_lock_init(&qp->seg_lock);
 	ntrdma_req_init(qp);
 	qp->user = !!udata;
 	qp->state = IB_QPS_RESET;
@@ -92,10 +91,9 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	qp->swq = kvcalloc(sq_entries, sizeof(*qp->swq), GFP_KERNEL);
 	if (!qp->swq)
 		goto err_rq;
-	/* kmalloc: physically contiguous, so the TQP can take its pages. */
-	qp->segs = kzalloc(NTRDMA_QP_SEGS * NTRDMA_SEG_SLOT, GFP_KERNEL);
-	if (!qp->segs)
-		goto err_rq;
+	rc = ntrdma_vx_pool_alloc(qp);
+	if (rc)
+		goto err_swq;
 	/* Reserve a QP number; published below once the QP is complete. */
 	rc = xa_alloc_cyclic(&nib->qp_xa, &qpn, NULL,
 			     XA_LIMIT(NTRDMA_FIRST_QPN,
@@ -135,9 +133,10 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 
 err_xa:
 	xa_erase(&nib->qp_xa, qpn);
-err_rq:
-	kfree(qp->segs);
+	ntrdma_vx_pool_release(qp);
+err_swq:
 	kvfree(qp->swq);
+err_rq:
 	ntrdma_ring_free(&qp->rq);
 err_sq:
 	ntrdma_ring_free(&qp->sq);
@@ -153,7 +152,6 @@ int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct ntrdma_ib *nib = to_nib(ibqp->device);
 	struct ntrdma_qp *qp = to_nqp(ibqp);
 	unsigned long flags;
-	bool segs_idle;
 
 	/* The data path lets go of the QP (and of its MR references)... */
 	spin_lock_irqsave(&qp->sq_lock, flags);
@@ -170,19 +168,10 @@ int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	ntrdma_vx_flush_rx(nib);
 	del_timer_sync(&qp->rnr_timer);
 	del_timer_sync(&qp->ack_timer);
-	/* ...and its segments still being copied finish (or the session
-	 * ends, which completes them): their send_done uses the QP.
-	 */
-	segs_idle = wait_event_timeout(qp->seg_wait, ntrdma_vx_segs_idle(qp),
-				       30 * HZ);
+	/* ...and its segments still being copied finish, or outlive it. */
+	ntrdma_vx_pool_release(qp);
 	cancel_work_sync(&qp->tx_work);
 	kvfree(qp->swq);
-	if (segs_idle)
-		kfree(qp->segs);
-	else
-		ibdev_err(ibqp->device,
-			  "QP %u: segments still in flight after 30 s: keeping their memory\n",
-			  ibqp->qp_num);
 	ntrdma_ring_free(&qp->rq);
 	ntrdma_ring_free(&qp->sq);
 	mutex_destroy(&qp->lock);

@@ -211,6 +211,10 @@ static void req_fail(struct ntrdma_qp *qp, u32 idx, int status)
 		qp->rd_out--;
 	w->status = status;
 	w->done = true;
+	ibdev_info_ratelimited(qp->ibqp.device,
+			       "QP %u: WQE %u (opcode %d) failed: %s\n",
+			       qp->ibqp.qp_num, idx, w->w.opcode,
+			       ib_wc_status_msg(status));
 }
 
 /*

@@ -46,7 +46,7 @@ struct ntrdma_vx {
 	bool posted_ever;		/* the peer may have buffers of ours */
 	/* NAKs for segments no QP of ours takes (the rx work sends them) */
 	struct ntrdma_vx_hdr *naks;	/* one page */
-	struct ntrdma_seg_meta nak_meta[NTRDMA_VX_NAKS];	/* .qp NULL */
+	struct ntrdma_seg_meta nak_meta[NTRDMA_VX_NAKS];	/* .pool NULL */
 	spinlock_t nak_lock;		/* nak_done */
 	u32 nak_prod, nak_done;
 	struct ntrdma_vx_buf buf[NTRDMA_VX_RX_BUFS];
@@ -281,21 +281,30 @@ static void vx_tqp_peer_state(void *ctx)
 {
 }
 
+static void vx_pool_free(struct ntrdma_seg_pool *pool)
+{
+	kfree(pool->slots);
+	kfree(pool);
+}
+
 /*
  * A segment left our memory (or the session ended first). The count, the
- * blocked flag and the wake-up change under seg_lock, so neither a sender
- * that found every slot busy nor destroy (which waits for the count under
- * the same lock, then frees the QP) can miss or outlive it.
+ * blocked flag and the wake-up change under the pool's lock, so neither a
+ * sender that found every slot busy nor destroy (which waits for the count
+ * under the same lock, then lets go of the QP) can miss or outlive it. A
+ * pool its QP left behind is freed by its last send_done.
  */
 static void vx_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 {
 	struct ntrdma_seg_meta *m = cookie;
-	struct ntrdma_qp *qp = m->qp;
+	struct ntrdma_seg_pool *pool = m->pool;
 	struct ntrdma_vx *vx = ctx;
+	struct ntrdma_qp *qp;
 	unsigned long flags;
+	bool orphan_idle;
 	u32 i;
 
-	if (!qp) {	/* a NAK slot */
+	if (!pool) {	/* a NAK slot */
 		spin_lock_irqsave(&vx->nak_lock, flags);
 		vx->nak_done++;
 		spin_unlock_irqrestore(&vx->nak_lock, flags);
@@ -305,27 +314,87 @@ static void vx_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 	for (i = 0; i < m->nmr; i++)
 		ntrdma_mr_put(m->mr[i]);
 	m->nmr = 0;
-	spin_lock_irqsave(&qp->seg_lock, flags);
-	qp->seg_done++;
-	if (qp->seg_blocked && !qp->seg_dying) {
-		qp->seg_blocked = false;
+	spin_lock_irqsave(&pool->lock, flags);
+	pool->done++;
+	qp = pool->qp;
+	if (qp && pool->blocked && !pool->dying) {
+		pool->blocked = false;
 		ntrdma_vx_kick(qp);
 	}
-	wake_up(&qp->seg_wait);
-	spin_unlock_irqrestore(&qp->seg_lock, flags);
+	if (qp)
+		wake_up(&qp->seg_wait);
+	orphan_idle = !qp && pool->done == pool->prod;
+	spin_unlock_irqrestore(&pool->lock, flags);
+	if (orphan_idle)
+		vx_pool_free(pool);
 }
 
 /* Destroy: no segment of @qp is in flight any more (its QP is in RESET). */
-bool ntrdma_vx_segs_idle(struct ntrdma_qp *qp)
+static bool vx_segs_idle(struct ntrdma_qp *qp)
 {
+	struct ntrdma_seg_pool *pool = qp->seg_pool;
 	unsigned long flags;
 	bool idle;
 
-	spin_lock_irqsave(&qp->seg_lock, flags);
-	qp->seg_dying = true;
-	idle = qp->seg_done == qp->seg_prod;
-	spin_unlock_irqrestore(&qp->seg_lock, flags);
+	spin_lock_irqsave(&pool->lock, flags);
+	pool->dying = true;
+	idle = pool->done == pool->prod;
+	spin_unlock_irqrestore(&pool->lock, flags);
 	return idle;
+}
+
+/**
+ * ntrdma_vx_pool_alloc() - give @qp its segment slots
+ * @qp: a QP being created
+ *
+ * Return: 0, or -ENOMEM.
+ */
+int ntrdma_vx_pool_alloc(struct ntrdma_qp *qp)
+{
+	struct ntrdma_seg_pool *pool;
+
+	pool = kzalloc(sizeof(*pool), GFP_KERNEL);
+	if (!pool)
+		return -ENOMEM;
+	/* kmalloc: physically contiguous, so the TQP can take its pages. */
+	pool->slots = kzalloc(NTRDMA_QP_SEGS * NTRDMA_SEG_SLOT, GFP_KERNEL);
+	if (!pool->slots) {
+		kfree(pool);
+		return -ENOMEM;
+	}
+	spin_lock_init(&pool->lock);
+	pool->qp = qp;
+	qp->seg_pool = pool;
+	return 0;
+}
+
+/**
+ * ntrdma_vx_pool_release() - let go of @qp's segment slots
+ * @qp: a QP being destroyed, in RESET, that no sender can reach any more
+ *
+ * Waits up to NTRDMA_SEG_WAIT_S for the QP's segments still being copied
+ * (the session ending completes them all). A DMA later than that keeps
+ * the slots and the MRs it reads: the pool outlives the QP and its last
+ * send_done frees it.
+ */
+void ntrdma_vx_pool_release(struct ntrdma_qp *qp)
+{
+	struct ntrdma_seg_pool *pool = qp->seg_pool;
+	unsigned long flags;
+	bool idle;
+
+	if (!wait_event_timeout(qp->seg_wait, vx_segs_idle(qp),
+				NTRDMA_SEG_WAIT_S * HZ))
+		ibdev_err(qp->ibqp.device,
+			  "QP %u: segments still in flight after %d s: their slots stay until the DMA completes\n",
+			  qp->ibqp.qp_num, NTRDMA_SEG_WAIT_S);
+	spin_lock_irqsave(&pool->lock, flags);
+	pool->qp = NULL;
+	idle = pool->done == pool->prod;
+	spin_unlock_irqrestore(&pool->lock, flags);
+	if (idle)
+		vx_pool_free(pool);
+	qp->seg_pool = NULL;
 }
 
 static const struct ntrdma_tqp_ops vx_tqp_ops = {
@@ -349,6 +418,7 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		   int nsg, u32 sg_skip, u32 len)
 {
 	struct ntrdma_vx *vx = to_nib(qp->ibqp.device)->vx;
+	struct ntrdma_seg_pool *pool = qp->seg_pool;
 	struct ntrdma_tqp_sge tsg[NTRDMA_TQP_MAX_SGE];
 	struct ntrdma_seg_meta *m;
 	struct ntrdma_vx_hdr *slot;
@@ -359,17 +429,17 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	u64 addr;
 
 	lockdep_assert_held(&qp->sq_lock);
-	spin_lock_irqsave(&qp->seg_lock, flags);
-	if ((u32)(qp->seg_prod - qp->seg_done) >= NTRDMA_QP_SEGS) {
-		qp->seg_blocked = true;	/* the next send_done kicks us */
-		spin_unlock_irqrestore(&qp->seg_lock, flags);
+	spin_lock_irqsave(&pool->lock, flags);
+	if ((u32)(pool->prod - pool->done) >= NTRDMA_QP_SEGS) {
+		pool->blocked = true;	/* the next send_done kicks us */
+		spin_unlock_irqrestore(&pool->lock, flags);
 		return -EBUSY;
 	}
-	spin_unlock_irqrestore(&qp->seg_lock, flags);
-	idx = qp->seg_prod % NTRDMA_QP_SEGS;
-	m = &qp->seg_meta[idx];
+	spin_unlock_irqrestore(&pool->lock, flags);
+	idx = pool->prod % NTRDMA_QP_SEGS;
+	m = &pool->meta[idx];
 	m->nmr = 0;
-	slot = qp->segs + idx * NTRDMA_SEG_SLOT;
+	slot = pool->slots + idx * NTRDMA_SEG_SLOT;
 	n_hdr = sizeof(*h) + inl_len;
 	tsg[0].page = virt_to_page(slot);
 	tsg[0].off = offset_in_page(slot);
@@ -407,12 +477,12 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	if ((h->op == NTRDMA_VX_SEND || h->op == NTRDMA_VX_WRITE) &&
 	    h->offset + inl_len + taken == h->total)
 		slot->flags |= NTRDMA_VX_LAST;
-	m->qp = qp;
-	qp->seg_prod++;
+	m->pool = pool;
+	pool->prod++;
 	/* Published by ntrdma_vx_flush_tx() (every sender calls it). */
 	rc = ntrdma_tqp_send(vx->tqp, tsg, n, n_hdr + taken, 0, m, true);
 	if (rc) {
-		qp->seg_prod--;
+		pool->prod--;
 		goto undo;
 	}
 	qp->tx_msgs++;

@@ -8,6 +8,9 @@
 # (GoogleTest, rdma/tests/verbs) passes, and the module unloads while a
 # verbs program holds the device open.
 # Needs an NTB with a flat window (test bed: --flat 1).
+#
+# Environment: VERBS_FILTER (a gtest filter: run only those tests of the
+# suite, e.g. 'UserFuzz.*' with NTRDMA_USER_FUZZ_SECS=900 for `make fuzz`).
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
 . "$(dirname "$0")/lib/verbs.sh"
@@ -17,7 +20,7 @@ NSHELL=7
 
 ktap_header
 if [ -x "$VERBS_TESTS" ]; then
-	NGTEST=$("$VERBS_TESTS" --gtest_list_tests | grep -c '^  ')
+	NGTEST=$("$VERBS_TESTS" --gtest_list_tests --gtest_filter="${VERBS_FILTER:-*}" | grep -c '^  ')
 else
 	NGTEST=0
 fi
@@ -144,12 +147,17 @@ if [ "$NGTEST" -gt 0 ]; then
 	out=$NTRDMA_OUT/verbs_tests.$$
 	# The cross-host tests first: the link-loss test re-creates the peer's
 	# netdev (and so drops the agent's address).
-	"$VERBS_TESTS" --gtest_filter='CrossHost.*' >"$out" 2>&1
+	if [ -n "${VERBS_FILTER:-}" ]; then
+		"$VERBS_TESTS" --gtest_filter="$VERBS_FILTER" >"$out" 2>&1
+	else
+		"$VERBS_TESTS" --gtest_filter='CrossHost.*' >"$out" 2>&1
+	fi
 	peer "pkill -f '^[^ ]*/ntrdma_verbs_agent '" >/dev/null 2>&1
 	wait "$agent" 2>/dev/null
-	"$VERBS_TESTS" --gtest_filter='-CrossHost.*' >>"$out" 2>&1
+	[ -z "${VERBS_FILTER:-}" ] && "$VERBS_TESTS" --gtest_filter='-CrossHost.*' >>"$out" 2>&1
 	# each failure with its message (what was expected, what came)
 	grep -A6 ': Failure$' "$out" | grep -v '^\[ RUN' | head -60 | sed 's/^/# /'
+	grep '^user fuzz:' "$out" | sed 's/^/# /'
 	while read -r name; do
 		if grep -q "^\[  SKIPPED \] $name " "$out"; then
 			# gtest prints the reason on the line before
@@ -161,7 +169,7 @@ if [ "$NGTEST" -gt 0 ]; then
 		else
 			ktap_fail "verbs: $name"
 		fi
-	done < <("$VERBS_TESTS" --gtest_list_tests |
+	done < <("$VERBS_TESTS" --gtest_list_tests --gtest_filter="${VERBS_FILTER:-*}" |
 		awk '/^[^ ]/ { s = $1 } /^  / { print s $1 }')
 	rm -f "$out"
 fi
