@@ -34,7 +34,7 @@ KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
 	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
 
 .PHONY: all deps kernel-ext modules user check unit selftests demo lint \
-	sparse checkpatch clean bench install fuzz
+	sparse checkpatch clean bench install fuzz soak
 
 all: modules user
 
@@ -63,6 +63,14 @@ fuzz: all
 	$(ROOT)/scripts/testbed.sh --topo loop --flat 1 --timeout 3000 --out $(BUILD)/fuzz -- \
 		env FUZZ_SECS=900 NTRDMA_USER_FUZZ_SECS=900 VERBS_FILTER='UserFuzz.*' \
 		selftests/run.sh ntrdma_fault_test.sh ntrdma_ib_test.sh
+
+# The full form of the soak: 100 cycles of the peer going away under load,
+# 30 of them peer-guest kills (pair), in both topologies.
+soak: all
+	for topo in loop pair; do \
+		$(ROOT)/scripts/testbed.sh --topo $$topo --flat 1 --timeout 7200 --out $(BUILD)/soak-$$topo -- \
+			env SOAK_CYCLES=100 SOAK_KILLS=30 selftests/run.sh ntrdma_soak_test.sh || exit 1; \
+	done
 
 demo: all
 	@$(ROOT)/scripts/demo.sh

@@ -18,7 +18,7 @@
 FUZZ_SECS=${FUZZ_SECS:-60}
 
 ktap_header
-ktap_plan 8
+ktap_plan 9
 
 if ! install_modules || ! ntb_pair; then
 	ktap_fail "ntb devices present"
@@ -143,7 +143,30 @@ else
 		eval "[ $((f1 - f0)) -gt 0 ] && [ $rc = 0 ] && [ $src = 0 ] && link_up"
 fi
 
-# 7: the fuzzer, alternating sides, with verbs and command traffic running
+# 7: the DMA channel refusing a copy in the middle of a message (after
+# taking others of it): the rest goes by CPU, the completion once the
+# queued copies are done; no error and no session restart
+if [ "$copy" = cpu ]; then
+	ktap_skip "DMA channel refusing copies mid-message" "no DMA channel: copies by CPU"
+else
+	f0=$(info_of A faults_injected)
+	d0=$(info_of A link_down_events)
+	inject A "fail dma_prep_mid 4"
+	peer "timeout 60 ib_write_bw -d $PEER_IBDEV -p 18703 -n 300 -s 65536 >/dev/null 2>&1" &
+	srv=$!
+	sleep 2
+	timeout 60 ib_write_bw -d "$IBDEV" -p 18703 -n 300 -s 65536 "$SERVER_IP" >/dev/null 2>&1
+	rc=$?
+	wait $srv
+	src=$?
+	inject A "fail dma_prep_mid 0"
+	f1=$(info_of A faults_injected)
+	d1=$(info_of A link_down_events)
+	ktap_check "DMA channel ($copy) refusing every 4th copy after a message's first under ib_write_bw: $((f1 - f0)) refusals, both ends exit 0 ($rc/$src), $((d1 - d0)) session restarts, link up" \
+		eval "[ $((f1 - f0)) -gt 0 ] && [ $rc = 0 ] && [ $src = 0 ] && [ $d1 = $d0 ] && link_up"
+fi
+
+# 8: the fuzzer, alternating sides, with verbs and command traffic running
 traffic() {
 	while :; do
 		peer "timeout 10 ibv_rc_pingpong -d $PEER_IBDEV -p 18701 -n 50 >/dev/null 2>&1" &
@@ -174,7 +197,7 @@ metric fuzz_rounds "$rounds" rounds
 metric fuzz_session_restarts "$restarts" restarts
 ktap_check "fuzzer: $rounds rounds of 32 random inbox words in ${FUZZ_SECS} s ($restarts session restarts): link up after" \
 	wait_for 20 link_up
-# 8
+# 9
 ktap_check "after the fuzzer: command channel both ways and ibv_rc_pingpong" \
 	eval "echo_ok A && echo_ok B && pingpong_ok"
 

@@ -148,6 +148,7 @@ u64 ntrdma_tqp_doorbells(struct ntrdma_tqp *tqp);
 enum ntrdma_fault_site {
 	NTRDMA_FAULT_RX_ALLOC,	/* a face allocating a receive buffer */
 	NTRDMA_FAULT_DMA_PREP,	/* the engine preparing a DMA copy */
+	NTRDMA_FAULT_DMA_PREP_MID, /* ...after others of the same message */
 	NTRDMA_FAULT_SITES
 };
 

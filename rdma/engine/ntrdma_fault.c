@@ -11,7 +11,8 @@
  *   cq_prod TQP VALUE  the peer's completion producer index of TQP := VALUE
  *   fail SITE N        from now on fail every Nth try at SITE (rx_alloc:
  *                      a face's receive buffer allocation; dma_prep: the
- *                      engine's DMA descriptors), 0 to stop; counted in
+ *                      engine's DMA descriptors, the first of a message;
+ *                      dma_prep_mid: the later ones), 0 to stop; counted in
  *                      info's faults_injected (works without a session)
  *   fuzz N SEED        N random 32-bit words into the peer's inbox, half
  *                      of them into ring indices and state words, the rest
@@ -112,6 +113,7 @@ static int fault_fuzz(struct ntrdma_dev *ndev, struct ntrdma_inbox __iomem *pi,
 static const char *const fault_sites[NTRDMA_FAULT_SITES] = {
 	[NTRDMA_FAULT_RX_ALLOC] = "rx_alloc",
 	[NTRDMA_FAULT_DMA_PREP] = "dma_prep",
+	[NTRDMA_FAULT_DMA_PREP_MID] = "dma_prep_mid",
 };
 
 /**

@@ -21,6 +21,7 @@
 #include <linux/dmaengine.h>
 #include <linux/skbuff.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 #include <linux/mutex.h>
 #include <linux/ntb.h>
 #include <linux/spinlock.h>
@@ -93,9 +94,9 @@ struct ntrdma_tqp_slot {
 	struct ntrdma_tqp *tqp;
 	void *cookie;
 	u32 len;
-	bool orphan;		/* copies queued, completion refused */
+	bool tail;		/* copies queued, completion by tail_work */
 	bool abandoned;		/* reported at stop; its DMA still runs */
-	dma_cookie_t last;	/* the last copy queued (orphans) */
+	dma_cookie_t last;	/* the last copy queued */
 	int nmap;
 	dma_addr_t map[NTRDMA_TQP_MAX_SGE];
 	u32 map_len[NTRDMA_TQP_MAX_SGE];
@@ -116,7 +117,8 @@ struct ntrdma_tqp {
 	u32 tx_pos;		/* next peer buffer to fill */
 	u32 tx_done;		/* copies finished up to here */
 	u32 tx_published;	/* cq_prod last written to the peer */
-	bool broken;		/* the DMA channel refused a copy */
+	struct ntrdma_tqp_slot *tail;	/* the channel refused part of it */
+	struct delayed_work tail_work;	/* completes the tail slot */
 	bool dma_wake;		/* a sender waits for a DMA completion */
 	u64 doorbells;
 	struct ntrdma_tqp_slot *slot;

@@ -81,6 +81,8 @@ static void tqp_vdb_state(struct ntrdma_dev *ndev, void *ctx)
 	tqp->ops->peer_state(tqp->ctx);
 }
 
+static void tqp_tail_work(struct work_struct *work);
+
 static const ntrdma_vdb_fn tqp_vdb_fns[NTRDMA_TQP_VDBS] = {
 	[NTRDMA_TQP_VDB_RX] = tqp_vdb_rx,
 	[NTRDMA_TQP_VDB_TXWAKE] = tqp_vdb_txwake,
@@ -126,6 +128,7 @@ struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev,
 	tqp->ctx = ctx;
 	spin_lock_init(&tqp->tx_lock);
 	init_waitqueue_head(&tqp->dma_wait);
+	INIT_DELAYED_WORK(&tqp->tail_work, tqp_tail_work);
 	tqp->slot = kvcalloc(TQP_RING, sizeof(*tqp->slot), GFP_KERNEL);
 	if (!tqp->slot) {
 		rc = -ENOMEM;
@@ -183,6 +186,7 @@ void ntrdma_tqp_destroy(struct ntrdma_tqp *tqp)
 	for (i = 0; i < NTRDMA_TQP_VDBS; i++)
 		ntrdma_vdb_unregister(ndev, NTRDMA_VDB_TQP(tqp->id, i));
 	ndev->tqp[tqp->id] = NULL;
+	cancel_delayed_work_sync(&tqp->tail_work);
 	if (atomic_read(&tqp->dma_inflight)) {
 		/* Late completions still find it (see tqp_abandon()). */
 		dev_err(&ndev->ntb->dev, "%s: TQP%d: DMA copies still pending: keeping its memory\n",
@@ -275,43 +279,37 @@ static void tqp_abandon(struct ntrdma_tqp *tqp)
 		spin_lock_irqsave(&tqp->tx_lock, flags);
 		cookie = s->cookie;
 		len = s->len;
-		if (cookie && !s->orphan) {
+		if (cookie && !s->tail) {
 			s->cookie = NULL;
 			s->abandoned = true;
 		}
 		spin_unlock_irqrestore(&tqp->tx_lock, flags);
-		if (cookie && !s->orphan)
+		if (cookie && !s->tail)
 			tqp->ops->send_done(tqp->ctx, cookie, len, -EIO);
 	}
 }
 
 /*
- * Slots whose copies were queued without a completion (the channel refused
- * one mid-message): once their last copy is done they are unmapped; the
- * sender learns -EIO either way (see tqp_abandon() for the pages).
+ * A tail slot at session end (its completion was never written): once its
+ * copies are done it is unmapped; the sender learns -EIO either way (see
+ * tqp_abandon() for the pages).
  */
-static void tqp_reap_orphans(struct ntrdma_tqp *tqp)
+static void tqp_reap_tail(struct ntrdma_tqp *tqp)
 {
 	struct dma_chan *chan = tqp->ndev->dma_chan;
 	unsigned long deadline = jiffies + TQP_STOP_WAIT;
-	struct ntrdma_tqp_slot *s;
-	int i;
+	struct ntrdma_tqp_slot *s = tqp->tail;
 
-	for (i = 0; i < TQP_RING; i++) {
-		s = &tqp->slot[i];
-		if (!s->orphan)
-			continue;
-		while (dma_async_is_tx_complete(chan, s->last, NULL, NULL) ==
-		       DMA_IN_PROGRESS && time_before(jiffies, deadline))
-			usleep_range(1000, 2000);
-		if (dma_async_is_tx_complete(chan, s->last, NULL, NULL) !=
-		    DMA_IN_PROGRESS)
-			tqp_unmap_slot(tqp, s);
-		s->orphan = false;
-		tqp->ops->send_done(tqp->ctx, s->cookie, s->len, -EIO);
-		s->cookie = NULL;
-	}
-	tqp->broken = false;
+	while (dma_async_is_tx_complete(chan, s->last, NULL, NULL) ==
+	       DMA_IN_PROGRESS && time_before(jiffies, deadline))
+		usleep_range(1000, 2000);
+	if (dma_async_is_tx_complete(chan, s->last, NULL, NULL) !=
+	    DMA_IN_PROGRESS)
+		tqp_unmap_slot(tqp, s);
+	s->tail = false;
+	tqp->tail = NULL;
+	tqp->ops->send_done(tqp->ctx, s->cookie, s->len, -EIO);
+	s->cookie = NULL;
 }
 
 /**
@@ -331,12 +329,13 @@ void ntrdma_tqp_stop(struct ntrdma_tqp *tqp)
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
 	if (!tqp->ndev->dma_chan)
 		return;
+	cancel_delayed_work_sync(&tqp->tail_work);
 	dma_async_issue_pending(tqp->ndev->dma_chan);
 	if (!wait_event_timeout(tqp->dma_wait, !atomic_read(&tqp->dma_inflight),
 				TQP_STOP_WAIT))
 		tqp_abandon(tqp);
-	if (tqp->broken)
-		tqp_reap_orphans(tqp);
+	if (tqp->tail)
+		tqp_reap_tail(tqp);
 }
 
 /* ---- the peer's end ---- */
@@ -627,6 +626,57 @@ static void tqp_dma_done(void *arg, const struct dmaengine_result *res)
 		wake_up(&tqp->dma_wait);
 }
 
+/*
+ * The tail slot's completion, once its queued copies and every earlier
+ * message are done: written by CPU and published; the senders waiting
+ * behind it go on. Polled every jiffy (the queued copies have no
+ * callback); at session end ntrdma_tqp_stop() reaps the slot instead.
+ */
+static void tqp_tail_work(struct work_struct *work)
+{
+	struct ntrdma_tqp *tqp = container_of(to_delayed_work(work),
+					      struct ntrdma_tqp, tail_work);
+	struct ntrdma_wire_tqp __iomem *pt;
+	struct ntrdma_tqp_slot *s;
+	unsigned long flags;
+	u32 seq, len;
+	void *cookie;
+	bool wake;
+
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	s = tqp->tail;
+	pt = tqp_peer(tqp);
+	seq = tqp->tx_pos - 1;		/* the tail is the last message */
+	if (!s || !READ_ONCE(tqp->active) || !pt)
+		goto out;
+	if (tqp->tx_done != seq ||
+	    dma_async_is_tx_complete(tqp->ndev->dma_chan, s->last, NULL,
+				     NULL) == DMA_IN_PROGRESS) {
+		schedule_delayed_work(&tqp->tail_work, 1);
+		goto out;
+	}
+	memcpy_toio(&pt->cqe[ntrdma_ring_idx(seq, TQP_RING)],
+		    &tqp->stage[ntrdma_ring_idx(seq, TQP_RING)],
+		    sizeof(struct ntrdma_wire_cqe));
+	tqp_unmap_slot(tqp, s);
+	cookie = s->cookie;
+	len = s->len;
+	s->cookie = NULL;
+	s->tail = false;
+	tqp->tail = NULL;
+	tqp->tx_done++;
+	tqp_publish(tqp, tqp->tx_done);
+	wake = tqp->dma_wake;
+	tqp->dma_wake = false;
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+	tqp->ops->send_done(tqp->ctx, cookie, len, 0);
+	if (wake)
+		tqp->ops->tx_space(tqp->ctx);
+	return;
+out:
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+}
+
 /* Where completion @seq of this TQP lives in the peer's memory. */
 static dma_addr_t tqp_peer_cqe_dma(struct ntrdma_tqp *tqp, u32 seq)
 {
@@ -638,64 +688,109 @@ static dma_addr_t tqp_peer_cqe_dma(struct ntrdma_tqp *tqp, u32 seq)
 }
 
 /*
- * Queue the copies of one message and its completion on the channel.
- * 0: queued, the callback follows. -ENOMEM: nothing queued. 1: some copies
- * were queued and then the channel refused one: the slot is orphaned (its
- * pages stay mapped and its cookie held until ntrdma_tqp_stop()).
+ * The channel refused a copy of a message after taking earlier ones (@i:
+ * the first it did not take; @nsge: only the completion): the rest of the
+ * data goes by CPU now, to @dst, and the completion once the queued copies
+ * are done (tqp_tail_work()). No later message is sent until then, so
+ * completions reach the peer in order.
  */
-static int tqp_dma_copy(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
-			dma_addr_t dst, const struct ntrdma_tqp_sge *sg,
-			int nsge, const struct ntrdma_wire_cqe *c)
+static void tqp_dma_tail(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
+			 void __iomem *dst, const struct ntrdma_tqp_sge *sg,
+			 int i, int nsge, const struct ntrdma_wire_cqe *c)
+{
+	lockdep_assert_held(&tqp->tx_lock);
+	tqp_cpu_copy(dst, sg + i, nsge - i);
+	tqp->stage[ntrdma_ring_idx(c->seq, TQP_RING)] = *c;
+	s->tail = true;
+	tqp->tail = s;
+	dma_async_issue_pending(tqp->ndev->dma_chan);
+	schedule_delayed_work(&tqp->tail_work, 1);
+}
+
+/* Queue the completion of the message in @s, with the DMA callback. */
+static int tqp_dma_cqe(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
+		       const struct ntrdma_wire_cqe *c)
 {
 	struct dma_chan *chan = tqp->ndev->dma_chan;
-	struct device *dev = chan->device->dev;
-	struct dma_async_tx_descriptor *tx;
 	u32 idx = ntrdma_ring_idx(c->seq, TQP_RING);
-	int i, queued = 0;
-	dma_addr_t src;
+	struct dma_async_tx_descriptor *tx;
 
-	/* Test builds: the channel's ring is full (its first prep fails). */
-	if (ntrdma_fault(tqp->ndev, NTRDMA_FAULT_DMA_PREP))
+	if (ntrdma_fault(tqp->ndev, NTRDMA_FAULT_DMA_PREP_MID))
 		return -ENOMEM;
-	for (i = 0; i < nsge; i++) {
-		src = dma_map_page(dev, sg[i].page, sg[i].off, sg[i].len,
-				   DMA_TO_DEVICE);
-		if (dma_mapping_error(dev, src))
-			goto err;
-		s->map[s->nmap] = src;
-		s->map_len[s->nmap++] = sg[i].len;
-		tx = dmaengine_prep_dma_memcpy(chan, dst, src, sg[i].len, 0);
-		if (!tx)
-			goto err;
-		s->last = dmaengine_submit(tx);
-		if (dma_submit_error(s->last))
-			goto err;
-		queued++;
-		dst += sg[i].len;
-	}
 	tqp->stage[idx] = *c;
-	dma_sync_single_for_device(dev, tqp->stage_dma + idx * sizeof(*c),
+	dma_sync_single_for_device(chan->device->dev,
+				   tqp->stage_dma + idx * sizeof(*c),
 				   sizeof(*c), DMA_TO_DEVICE);
 	tx = dmaengine_prep_dma_memcpy(chan, tqp_peer_cqe_dma(tqp, c->seq),
 				       tqp->stage_dma + idx * sizeof(*c),
 				       sizeof(*c), DMA_PREP_INTERRUPT);
 	if (!tx)
-		goto err;
+		return -ENOMEM;
 	tx->callback_result = tqp_dma_done;
 	tx->callback_param = s;
 	atomic_inc(&tqp->dma_inflight);
 	if (dma_submit_error(dmaengine_submit(tx))) {
 		atomic_dec(&tqp->dma_inflight);
-		goto err;
+		return -ENOMEM;
 	}
 	return 0;
-err:
-	if (!queued) {
+}
+
+/* Queue one copy of @len bytes; its cookie in s->last. */
+static int tqp_dma_one(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
+		       dma_addr_t dst, const struct ntrdma_tqp_sge *sg,
+		       bool first)
+{
+	struct dma_chan *chan = tqp->ndev->dma_chan;
+	struct device *dev = chan->device->dev;
+	struct dma_async_tx_descriptor *tx;
+	dma_cookie_t cookie;
+	dma_addr_t src;
+
+	/* Test builds: the channel's ring is full. */
+	if (ntrdma_fault(tqp->ndev, first ? NTRDMA_FAULT_DMA_PREP :
+			 NTRDMA_FAULT_DMA_PREP_MID))
+		return -ENOMEM;
+	src = dma_map_page(dev, sg->page, sg->off, sg->len, DMA_TO_DEVICE);
+	if (dma_mapping_error(dev, src))
+		return -ENOMEM;
+	s->map[s->nmap] = src;
+	s->map_len[s->nmap++] = sg->len;
+	tx = dmaengine_prep_dma_memcpy(chan, dst, src, sg->len, 0);
+	if (!tx)
+		return -ENOMEM;
+	cookie = dmaengine_submit(tx);
+	if (dma_submit_error(cookie))
+		return -ENOMEM;
+	s->last = cookie;
+	return 0;
+}
+
+/*
+ * Queue the copies of one message (to @off in the flat window) and its
+ * completion on the channel. 0: queued, the callback follows. -ENOMEM:
+ * nothing queued. 1: some copies were queued and the channel refused the
+ * rest: the message finishes as a tail slot (tqp_dma_tail()).
+ */
+static int tqp_dma_copy(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
+			u64 off, const struct ntrdma_tqp_sge *sg, int nsge,
+			const struct ntrdma_wire_cqe *c)
+{
+	struct ntrdma_dev *ndev = tqp->ndev;
+	int i;
+
+	for (i = 0; i < nsge; i++) {
+		if (tqp_dma_one(tqp, s, ndev->flat_dma + off, &sg[i], !i))
+			break;
+		off += sg[i].len;
+	}
+	if (i == nsge && !tqp_dma_cqe(tqp, s, c))
+		return 0;
+	if (!i) {
 		tqp_unmap_slot(tqp, s);
 		return -ENOMEM;
 	}
-	s->orphan = true;
-	tqp->broken = true;
+	tqp_dma_tail(tqp, s, ndev->flat + off, sg, i, nsge, c);
 	return 1;
 }
 
@@ -738,8 +833,10 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 		rc = -ENOLINK;
 		goto out;
 	}
-	if (tqp->broken) {
-		rc = -EIO;
+	if (tqp->tail) {
+		/* Completions stay in order: this one waits for the tail. */
+		tqp->dma_wake = true;
+		rc = -ENOSPC;
 		goto out;
 	}
 	rc = tqp_wait_buf(tqp, &d);
@@ -758,14 +855,8 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 		s->tqp = tqp;
 		s->cookie = cookie;
 		s->len = len;
-		rc = tqp_dma_copy(tqp, s, ndev->flat_dma + d.addr, sg, nsge, &c);
-		if (rc > 0) {
-			/* Held until stop: report it then, as sent-and-lost. */
-			ntrdma_link_proto_error(ndev, "DMA channel refused a copy mid-message");
-			rc = 0;
-			goto out;
-		}
-		if (!rc) {
+		rc = tqp_dma_copy(tqp, s, d.addr, sg, nsge, &c);
+		if (rc >= 0) {
 			tqp->tx_pos++;
 			if (!more)
 				dma_async_issue_pending(ndev->dma_chan);
