@@ -3,8 +3,9 @@
  * NTRDMA verbs face: protection domains and memory regions.
  *
  * Keys: key = index << 8 | tag. The index (1..NTRDMA_MAX_MR) finds the MR
- * in an xarray; the 8-bit tag is random and never the tag the index had
- * last time, so a stale or guessed key of a reused index does not match.
+ * in an xarray; the 8-bit tag is random, never 0 (so index << 8 is never a
+ * key) and never the tag the index had last time, so a stale or guessed key
+ * of a reused index does not match.
  * lkey == rkey. No key, flag or opcode names a physical or DMA address:
  * user MRs are pinned user pages (ib_umem), the DMA MR exists for kernel
  * users only (ib_alloc_pd), and there is no reserved lkey.
@@ -105,7 +106,7 @@ static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
 	}
 	do {
 		tag = get_random_u32() & 0xff;
-	} while (tag == nib->mr_tag[index]);
+	} while (!tag || tag == nib->mr_tag[index]);
 	nib->mr_tag[index] = tag;
 
 	mr->kind = kind;
