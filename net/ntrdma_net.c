@@ -58,6 +58,7 @@ MODULE_PARM_DESC(rx_copybreak,
 struct ntr_rx_buf {
 	void *data;		/* kmalloc'ed, becomes the skb head */
 	dma_addr_t dma;
+	bool guarded;		/* test builds: canary bytes around it */
 };
 
 /* Each set has one writer: NAPI, the xmit path, or send completions. */
@@ -128,6 +129,29 @@ static void ntr_free_buf(struct ntr_queue *q, struct ntr_rx_buf *b)
 	b->data = NULL;
 }
 
+/* Test builds: the bytes of a buffer the peer may not write (its headroom
+ * and what follows the posted length) are canaries while they are armed.
+ */
+static bool ntr_guard_fill(struct ntrdma_net *net, u8 *data)
+{
+	u32 end = NTR_HEADROOM + net->rx_buf_len;
+
+	return ntrdma_canary_fill(net->ndev, data, NTR_HEADROOM) &&
+	       ntrdma_canary_fill(net->ndev, data + end, net->rx_alloc_len - end);
+}
+
+static void ntr_guard_check(struct ntrdma_net *net, struct ntr_rx_buf *b)
+{
+	u32 end = NTR_HEADROOM + net->rx_buf_len;
+
+	if (!b->guarded)
+		return;
+	b->guarded = false;
+	ntrdma_canary_check(net->ndev, b->data, NTR_HEADROOM);
+	ntrdma_canary_check(net->ndev, (u8 *)b->data + end,
+			    net->rx_alloc_len - end);
+}
+
 static int ntr_post_one(struct ntr_queue *q, gfp_t gfp)
 {
 	struct ntrdma_net *net = q->net;
@@ -140,6 +164,7 @@ static int ntr_post_one(struct ntr_queue *q, gfp_t gfp)
 		 kmalloc(net->rx_alloc_len, gfp);
 	if (!b.data)
 		return -ENOMEM;
+	b.guarded = ntr_guard_fill(net, b.data);
 	b.dma = dma_map_single(ntrdma_dev_dma_device(ndev), (u8 *)b.data + NTR_HEADROOM,
 			       net->rx_buf_len, DMA_FROM_DEVICE);
 	if (dma_mapping_error(ntrdma_dev_dma_device(ndev), b.dma)) {
@@ -174,8 +199,13 @@ static void ntr_quarantine_rx(struct ntr_queue *q)
 
 static void ntr_free_quarantine(struct ntr_queue *q)
 {
-	while (q->quar_count)
-		ntr_free_buf(q, &q->quar[--q->quar_count]);
+	struct ntr_rx_buf *b;
+
+	while (q->quar_count) {
+		b = &q->quar[--q->quar_count];
+		ntr_guard_check(q->net, b);
+		ntr_free_buf(q, b);
+	}
 }
 
 /* Post buffers up to a full ring and tell the peer. Receive must not die
@@ -214,6 +244,7 @@ static void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
 	u32 pos;
 
 	b->data = NULL;
+	keep.guarded = ntr_guard_fill(q->net, keep.data);
 	if (ntrdma_tqp_post_recv(q->tqp, keep.dma, q->net->rx_buf_len, &pos)) {
 		ntr_free_buf(q, &keep);
 		return;
@@ -345,6 +376,7 @@ static int ntr_poll(struct napi_struct *napi, int budget)
 		done++;
 		if (WARN_ON_ONCE(!b->data))
 			continue;
+		ntr_guard_check(q->net, b);
 		if (!netif_running(q->net->netdev)) {
 			/* In flight when we closed: the interface is down. */
 			ntr_free_buf(q, b);

@@ -65,6 +65,7 @@ struct ntrdma_ib {
 
 	struct xarray mr_xa;		/* key index -> struct ntrdma_mr */
 	u8 *mr_tag;			/* last tag used at each index */
+	struct ntrdma_mr_reaper *mr_reaper;	/* MRs dereg gave up on */
 	struct xarray qp_xa;		/* QP number -> struct ntrdma_qp */
 	struct mutex qp_lock;		/* QP table walks vs. destroy */
 	u32 qp_next;			/* cyclic QPN allocation */
@@ -132,6 +133,11 @@ struct ntrdma_mr {
 	bool valid;			/* FRMR: between REG_MR and LOCAL_INV */
 	refcount_t refs;		/* 1 while registered + data path */
 	struct completion released;
+	/* dereg stopped waiting: the last put frees it (ntrdma_mem.c) */
+	spinlock_t orphan_lock;		/* orphan vs. the last put */
+	bool orphan;
+	struct ntrdma_mr_reaper *reaper;
+	struct work_struct reap_work;
 };
 
 struct ntrdma_cq {

@@ -13,7 +13,11 @@
  * Lifetime: the data path takes a reference with ntrdma_mr_get() (which
  * checks key, PD and access) and drops it when the transfer using the MR
  * is complete; dereg_mr unpublishes the key, then waits for those
- * references before unpinning.
+ * references before unpinning, at most NTRDMA_DEREG_WAIT_S: a WQE that
+ * waits for a silent peer (timeout 0 retries for ever, as IB says) must not
+ * hang dereg or process exit. Past that the MR is an orphan: dereg returns,
+ * its pages stay pinned, and the last reference frees it from the device's
+ * reaper work, never sooner.
  */
 
 #include <linux/highmem.h>
@@ -21,6 +25,8 @@
 #include <linux/random.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include <linux/wait_bit.h>
+#include <linux/workqueue.h>
 
 #include "ntrdma_ib.h"
 
@@ -29,13 +35,51 @@
 				 IB_ACCESS_REMOTE_READ |	\
 				 IB_ACCESS_REMOTE_ATOMIC)
 
+#define NTRDMA_DEREG_WAIT_S	10
+
+/* Frees the MRs dereg_mr gave up waiting for, once their last user is done;
+ * apart from the device, which may go first (see ntrdma_mem_fini()).
+ */
+struct ntrdma_mr_reaper {
+	struct workqueue_struct *wq;
+	atomic_t orphans;
+};
+
 int ntrdma_mem_init(struct ntrdma_ib *nib)
 {
+	struct ntrdma_mr_reaper *r;
+
 	/* IRQ-safe: kernel users post work (key lookups) from any context. */
 	xa_init_flags(&nib->mr_xa, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_IRQ);
 	nib->mr_tag = kcalloc(NTRDMA_MAX_MR + 1, sizeof(*nib->mr_tag),
 			      GFP_KERNEL);
-	return nib->mr_tag ? 0 : -ENOMEM;
+	r = kzalloc(sizeof(*r), GFP_KERNEL);
+	if (r)
+		r->wq = alloc_workqueue("ntrdma_mr", WQ_UNBOUND, 0);
+	if (!nib->mr_tag || !r || !r->wq) {
+		kfree(r);
+		kfree(nib->mr_tag);
+		nib->mr_tag = NULL;
+		return -ENOMEM;
+	}
+	nib->mr_reaper = r;
+	return 0;
+}
+
+/* Orphans left: a bounded wait, then they and the reaper are kept. */
+static void ntrdma_mr_reaper_fini(struct ntrdma_ib *nib)
+{
+	struct ntrdma_mr_reaper *r = nib->mr_reaper;
+
+	nib->mr_reaper = NULL;
+	if (!wait_var_event_timeout(&r->orphans, !atomic_read(&r->orphans),
+				    NTRDMA_DEREG_WAIT_S * HZ)) {
+		ibdev_err(&nib->ibdev, "%d deregistered MRs still in use: their pages stay pinned\n",
+			  atomic_read(&r->orphans));
+		return;
+	}
+	destroy_workqueue(r->wq);	/* the last reap has returned */
+	kfree(r);
 }
 
 void ntrdma_mem_fini(struct ntrdma_ib *nib)
@@ -44,6 +88,7 @@ void ntrdma_mem_fini(struct ntrdma_ib *nib)
 	xa_destroy(&nib->mr_xa);
 	kfree(nib->mr_tag);
 	nib->mr_tag = NULL;
+	ntrdma_mr_reaper_fini(nib);
 }
 
 /* ---- PD ---- */
@@ -80,6 +125,25 @@ static int ntrdma_check_access(int access)
 	    !(access & IB_ACCESS_LOCAL_WRITE))
 		return -EINVAL;
 	return 0;
+}
+
+static void ntrdma_mr_free(struct ntrdma_mr *mr)
+{
+	ib_umem_release(mr->umem);
+	kvfree(mr->upages);
+	kfree(mr->pages);
+	kfree(mr);
+}
+
+/* An orphan's last user is done (see ntrdma_mr_released()). */
+static void ntrdma_mr_reap(struct work_struct *work)
+{
+	struct ntrdma_mr *mr = container_of(work, struct ntrdma_mr, reap_work);
+	struct ntrdma_mr_reaper *r = mr->reaper;
+
+	ntrdma_mr_free(mr);
+	if (atomic_dec_and_test(&r->orphans))
+		wake_up_var(&r->orphans);
 }
 
 static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
@@ -122,6 +186,9 @@ static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
 	mr->valid = kind != NTRDMA_MR_FRMR;
 	refcount_set(&mr->refs, 1);
 	init_completion(&mr->released);
+	spin_lock_init(&mr->orphan_lock);
+	mr->reaper = nib->mr_reaper;
+	INIT_WORK(&mr->reap_work, ntrdma_mr_reap);
 	return mr;
 }
 
@@ -161,8 +228,18 @@ struct ntrdma_mr *ntrdma_mr_get(struct ntrdma_ib *nib, u32 key,
 
 void ntrdma_mr_put(struct ntrdma_mr *mr)
 {
-	if (refcount_dec_and_test(&mr->refs))
-		complete(&mr->released);
+	unsigned long flags;
+	bool orphan;
+
+	if (!refcount_dec_and_test(&mr->refs))
+		return;
+	spin_lock_irqsave(&mr->orphan_lock, flags);
+	orphan = mr->orphan;
+	if (!orphan)
+		complete(&mr->released);	/* dereg may free it now */
+	spin_unlock_irqrestore(&mr->orphan_lock, flags);
+	if (orphan)
+		queue_work(mr->reaper->wq, &mr->reap_work);
 }
 
 /*
@@ -439,24 +516,45 @@ int ntrdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 	return ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, ntrdma_set_page);
 }
 
+/*
+ * Wait (bounded) for the transfers still using @mr: true when they are done.
+ * Else @mr becomes an orphan that its last ntrdma_mr_put() hands to the
+ * reaper; the caller must not touch it any more.
+ */
+static bool ntrdma_mr_released(struct ntrdma_mr *mr)
+{
+	struct ib_device *ibdev = mr->ibmr.device;
+	u32 index = mr->index, refs;
+	unsigned long flags;
+	bool done;
+
+	done = wait_for_completion_timeout(&mr->released,
+					   NTRDMA_DEREG_WAIT_S * HZ);
+	/* Also waits for a last put still inside its locked section. */
+	spin_lock_irqsave(&mr->orphan_lock, flags);
+	if (!done)
+		done = try_wait_for_completion(&mr->released);
+	refs = refcount_read(&mr->refs);
+	if (!done) {
+		mr->orphan = true;
+		atomic_inc(&mr->reaper->orphans);
+	}
+	spin_unlock_irqrestore(&mr->orphan_lock, flags);
+	if (!done)
+		ibdev_warn(ibdev, "dereg of MR %u: %u references still held after %u s: it returns, the pages stay pinned until they are dropped\n",
+			   index, refs, NTRDMA_DEREG_WAIT_S);
+	return done;
+}
+
 int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct ntrdma_ib *nib = to_nib(ibmr->device);
 	struct ntrdma_mr *mr = to_nmr(ibmr);
 
-	/* No new users, then wait for the transfers still using it. */
+	/* No new users, then the transfers still using it finish. */
 	xa_erase_irq(&nib->mr_xa, mr->index);
 	ntrdma_mr_put(mr);
-	/* Say who waits (the transfers holding it are not recalled). */
-	if (!wait_for_completion_timeout(&mr->released, 30 * HZ)) {
-		ibdev_warn(ibmr->device,
-			   "dereg of MR %u waits for %u references after 30 s\n",
-			   mr->index, refcount_read(&mr->refs));
-		wait_for_completion(&mr->released);
-	}
-	ib_umem_release(mr->umem);
-	kvfree(mr->upages);
-	kfree(mr->pages);
-	kfree(mr);
+	if (ntrdma_mr_released(mr))
+		ntrdma_mr_free(mr);
 	return 0;
 }

@@ -9,7 +9,10 @@
 # then both faces work again. Last, a peer fuzzer writes random words into
 # the victim's inbox (ring indices, completions, command and response slots,
 # doorbells) in rounds for FUZZ_SECS (60; the full form: FUZZ_SECS=900)
-# while verbs and command traffic runs, alternating sides.
+# while verbs, command and Ethernet traffic runs, alternating sides, with
+# canaries armed on both sides: pages nobody posted or registered, and the
+# bytes around every ntr0 receive buffer that the peer may not write. Not
+# one of their bytes may change.
 # Needs an NTB with a flat window (test bed: --flat 1).
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
@@ -18,7 +21,7 @@
 FUZZ_SECS=${FUZZ_SECS:-60}
 
 ktap_header
-ktap_plan 9
+ktap_plan 10
 
 if ! install_modules || ! ntb_pair; then
 	ktap_fail "ntb devices present"
@@ -166,7 +169,27 @@ else
 		eval "[ $((f1 - f0)) -gt 0 ] && [ $rc = 0 ] && [ $src = 0 ] && [ $d1 = $d0 ] && link_up"
 fi
 
-# 8: the fuzzer, alternating sides, with verbs and command traffic running
+# 8: the fuzzer, alternating sides, with verbs, command and Ethernet
+# traffic running
+# Frames both ways on the netdevs: pings over ntr0 between the hosts (pair);
+# in one host (loop), to a neighbour that is the other netdev's MAC, so each
+# frame crosses the NTB and is dropped by the other side's IP layer.
+frames_setup() {
+	is_pair && return 0
+	NA=$(netdev_of "$LOCAL_DEV") && NB=$(netdev_of "$REMOTE_DEV") || return 1
+	ip link set "$NA" up && ip link set "$NB" up &&
+	ip addr replace 10.77.0.1/24 dev "$NA" && ip addr replace 10.77.1.1/24 dev "$NB" &&
+	ip neigh replace 10.77.0.9 lladdr "$(cat /sys/class/net/$NB/address)" dev "$NA" &&
+	ip neigh replace 10.77.1.9 lladdr "$(cat /sys/class/net/$NA/address)" dev "$NB"
+}
+frames() {
+	if is_pair; then
+		ping -q -c 20 -i 0.05 -s 1200 -W 1 "$SERVER_IP"
+	else
+		ping -q -c 20 -i 0.05 -s 1200 -W 1 -I "$NA" 10.77.0.9
+		ping -q -c 20 -i 0.05 -s 1200 -W 1 -I "$NB" 10.77.1.9
+	fi
+}
 traffic() {
 	while :; do
 		peer "timeout 10 ibv_rc_pingpong -d $PEER_IBDEV -p 18701 -n 50 >/dev/null 2>&1" &
@@ -174,8 +197,19 @@ traffic() {
 		timeout 10 ibv_rc_pingpong -d "$IBDEV" -p 18701 -n 50 "$SERVER_IP" >/dev/null 2>&1
 		wait
 		echo_ok A >/dev/null 2>&1
+		frames >/dev/null 2>&1
 	done
 }
+canary_sum() { # FIELD: the sum over both sides
+	echo $(( $(info_of A "$1") + $(info_of B "$1") ))
+}
+frames_setup || ktap_diag "netdevs not set up: no Ethernet frames in the fuzz traffic"
+# The canaries see a change: one byte poked into a page, then armed afresh.
+inject A "canary 256" && inject A canary_poke
+poked=$(info_of A canary_page_bytes)
+inject A "canary 256" && inject B "canary 256"
+checks0=$(canary_sum canary_checks)
+guard0=$(canary_sum canary_guard_bytes)
 traffic 2>/dev/null &
 tpid=$!
 rounds=0
@@ -198,6 +232,15 @@ metric fuzz_session_restarts "$restarts" restarts
 ktap_check "fuzzer: $rounds rounds of 32 random inbox words in ${FUZZ_SECS} s ($restarts session restarts): link up after" \
 	wait_for 20 link_up
 # 9
+pages=$(canary_sum canary_page_bytes)
+checks=$(( $(canary_sum canary_checks) - checks0 ))
+guard=$(( $(canary_sum canary_guard_bytes) - guard0 ))
+inject A "canary 0"
+inject B "canary 0"
+metric fuzz_canary_guard_checks "$checks" checks
+ktap_check "canaries: 512 pages and the guard bytes of $checks receive buffers checked: $pages + $guard bytes changed (a poked byte was seen: $poked)" \
+	eval "[ '$poked' = 1 ] && [ $pages = 0 ] && [ $guard = 0 ] && [ $checks -gt 0 ]"
+# 10
 ktap_check "after the fuzzer: command channel both ways and ibv_rc_pingpong" \
 	eval "echo_ok A && echo_ok B && pingpong_ok"
 

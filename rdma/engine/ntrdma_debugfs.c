@@ -46,6 +46,7 @@ static int ntrdma_info_show(struct seq_file *s, void *unused)
 	seq_printf(s, "cmd_timeouts: %lld\n", atomic64_read(&st->cmd_timeouts));
 	seq_printf(s, "faults_injected: %lld\n",
 		   atomic64_read(&st->faults_injected));
+	ntrdma_canary_show(s, ndev);
 	seq_printf(s, "copy: %s\n",
 		   ndev->dma_chan ? dma_chan_name(ndev->dma_chan) : "cpu");
 	return 0;
@@ -151,4 +152,5 @@ void ntrdma_debugfs_del(struct ntrdma_dev *ndev)
 {
 	debugfs_remove_recursive(ndev->debugfs);
 	ndev->debugfs = NULL;
+	ntrdma_canary_fini(ndev);
 }

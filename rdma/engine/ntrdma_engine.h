@@ -154,12 +154,26 @@ enum ntrdma_fault_site {
 
 #ifdef NTRDMA_TEST_HOOKS
 bool ntrdma_fault(struct ntrdma_dev *ndev, enum ntrdma_fault_site site);
+/* ntrdma_canary.c: guard bytes around what a face posts */
+bool ntrdma_canary_fill(struct ntrdma_dev *ndev, void *p, size_t len);
+void ntrdma_canary_check(struct ntrdma_dev *ndev, const void *p, size_t len);
 #else
-/* Built for use: nothing is ever injected. */
+/* Built for use: nothing is ever injected, nothing guarded. */
 static inline bool ntrdma_fault(struct ntrdma_dev *ndev,
 				enum ntrdma_fault_site site)
 {
 	return false;
+}
+
+static inline bool ntrdma_canary_fill(struct ntrdma_dev *ndev, void *p,
+				      size_t len)
+{
+	return false;
+}
+
+static inline void ntrdma_canary_check(struct ntrdma_dev *ndev,
+				       const void *p, size_t len)
+{
 }
 #endif
 

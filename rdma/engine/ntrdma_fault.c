@@ -18,6 +18,8 @@
  *                      of them into ring indices and state words, the rest
  *                      anywhere (completions, command and response slots,
  *                      doorbell counters), then every doorbell rung
+ *   canary N           arm the canaries with N pages (0: disarm), see
+ *                      ntrdma_canary.c; canary_poke changes one byte
  * Each fails with -ENOLINK without a session. The fuzzer leaves alone the
  * receive buffer descriptors in the peer's inbox: they name OUR memory
  * (buffers we posted), and a hostile peer corrupts only itself there.
@@ -161,6 +163,10 @@ static int fault_run(struct ntrdma_dev *ndev, const char *buf)
 
 	if (sscanf(buf, "fail %15s %u", name, &n) == 2)
 		return fault_set(ndev, name, n);
+	rc = ntrdma_canary_run(ndev, buf);
+	if (rc != -ENOENT)
+		return rc;
+	rc = -EINVAL;
 	if (!ntrdma_link_is_up(ndev) || !pi)
 		return -ENOLINK;
 	if (sscanf(buf, "fuzz %u %llu", &n, &seed) == 2)

@@ -58,6 +58,8 @@ struct ntrdma_stats {
 	atomic64_t cmd_handled;
 	atomic64_t cmd_timeouts;
 	atomic64_t faults_injected;	/* test builds only */
+	atomic64_t canary_checks;	/* test builds only */
+	atomic64_t canary_guard_bytes;	/* test builds only */
 };
 
 /* ---- command channel (cmd.c) ---- */
@@ -186,6 +188,10 @@ struct ntrdma_dev {
 	/* fault injection (test builds): fail every Nth try at a site */
 	unsigned int fault_every[NTRDMA_FAULT_SITES];
 	atomic_t fault_tries[NTRDMA_FAULT_SITES];
+	/* canaries (test builds): armed, and the pages (under dbg_lock) */
+	bool canary_on;
+	struct page **canary_pages;
+	unsigned int canary_npages;
 	struct dentry *debugfs;
 	struct mutex dbg_lock;		/* cmd_result */
 	char cmd_result[128];
@@ -233,6 +239,18 @@ void ntrdma_debugfs_del(struct ntrdma_dev *ndev);
 void ntrdma_fault_debugfs_add(struct ntrdma_dev *ndev);
 #else
 static inline void ntrdma_fault_debugfs_add(struct ntrdma_dev *ndev) { }
+#endif
+
+/* canary.c: the selftests' canaries (CONFIG_NTRDMA_TEST_HOOKS) */
+struct seq_file;
+#ifdef NTRDMA_TEST_HOOKS
+int ntrdma_canary_run(struct ntrdma_dev *ndev, const char *buf);
+void ntrdma_canary_show(struct seq_file *s, struct ntrdma_dev *ndev);
+void ntrdma_canary_fini(struct ntrdma_dev *ndev);
+#else
+static inline void ntrdma_canary_show(struct seq_file *s,
+				      struct ntrdma_dev *ndev) { }
+static inline void ntrdma_canary_fini(struct ntrdma_dev *ndev) { }
 #endif
 
 /* face.c */

@@ -863,6 +863,8 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 			spin_unlock_irqrestore(&tqp->tx_lock, flags);
 			return 0;
 		}
+		/* Not on the channel: tqp_abandon() must not report it. */
+		s->cookie = NULL;
 		/*
 		 * The channel took nothing (a fixed ring that is full): not an
 		 * error. With none of this TQP's copies in flight the CPU

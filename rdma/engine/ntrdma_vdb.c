@@ -19,19 +19,29 @@ void ntrdma_vdb_init(struct ntrdma_dev *ndev)
 	spin_lock_init(&ndev->vdb_out_lock);
 }
 
-/* At link up: both sides start from a zeroed inbox. */
+/*
+ * At link up: both sides count from the session's base (epoch ^ peer_epoch,
+ * the same number on both). Not from zero, nor from what the inbox holds:
+ * the peer's old session may still have rung into our inbox after we
+ * zeroed it (until it noticed our new epoch), and a word it left there equal
+ * to the value of the new session's first ring would hide that ring, and
+ * with it a receive queue for good (its owner re-arms only when it runs).
+ * A stale word now differs from ours: it costs one spurious look.
+ */
 void ntrdma_vdb_reset(struct ntrdma_dev *ndev)
 {
+	u32 base = ndev->epoch ^ ndev->peer_epoch;
 	unsigned long flags;
 	int i;
 
 	spin_lock_irqsave(&ndev->vdb_lock, flags);
 	for (i = 0; i < NTRDMA_VDB_COUNT; i++)
-		ndev->vdb[i].seen = READ_ONCE(ndev->inbox->vdb[i]);
+		ndev->vdb[i].seen = base;
 	spin_unlock_irqrestore(&ndev->vdb_lock, flags);
 
 	spin_lock_irqsave(&ndev->vdb_out_lock, flags);
-	memset(ndev->vdb_out, 0, sizeof(ndev->vdb_out));
+	for (i = 0; i < NTRDMA_VDB_COUNT; i++)
+		ndev->vdb_out[i] = base;
 	spin_unlock_irqrestore(&ndev->vdb_out_lock, flags);
 }
 

@@ -1737,6 +1737,42 @@ TEST_F(AckTimeout, SilentResponderFailsRetryExceeded) {
     EXPECT_LT(std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count(), 1000);
 }
 
+// ACK timeout 0 means "wait for ever" in IB: a READ to a responder that
+// never answers holds its destination MR for good. Deregistering that MR
+// still returns, within the driver's bound (10 s), instead of leaving the
+// process in D state; the READ's pages stay pinned until the QP lets go of
+// it (here: the flush when the QP enters ERR), never freed under it.
+TEST_F(AckTimeout, DeregUnderEndlessReadReturnsInBoundedTime) {
+    ASSERT_NO_FATAL_FAILURE(MakePair());
+    Buf* dst = Reg(a_, 4096, kLocal);
+    Buf* src = Reg(b_, 4096, kRemoteAll);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_EQ(ToRtr(a_qp_, b_, b_qp_->qp_num), 0);
+    RtsSpec t;
+    t.timeout = 0;
+    t.sq_psn = 1000;  // the responder expects PSN 0: it drops every segment
+    ASSERT_EQ(QpToRts(a_qp_, t), 0);
+    ASSERT_EQ(ToRtr(b_qp_, a_, a_qp_->qp_num), 0);
+    ASSERT_EQ(ToRts(b_qp_, 1), 0);
+    Wr w;
+    w.op = IBV_WR_RDMA_READ;
+    w.wr_id = 6;
+    w.sge = {dst->sge(0, 4096)};
+    w.raddr = src->addr();
+    w.rkey = src->mr->rkey;
+    ASSERT_EQ(Post(a_qp_, w), 0);
+    EXPECT_TRUE(PollCq(a_.scq, 1, 1000).empty()) << "the READ completed: no endless wait";
+    const auto t0 = Clock::now();
+    EXPECT_EQ(Dereg(dst), 0);
+    const long took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    std::cout << "[ NOTE     ] dereg returned after " << took << " ms\n";
+    EXPECT_LT(took, 15000);
+    ASSERT_EQ(QpToState(a_qp_, IBV_QPS_ERR), 0);
+    std::vector<ibv_wc> wc = PollCq(a_.scq, 1, 5000);
+    ASSERT_EQ(wc.size(), 1u) << "the READ was not flushed";
+    EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR) << WcStr(wc[0]);
+}
+
 // ---- affiliated asynchronous events of the QP life cycle ----
 
 // RTS -> SQD with asynchronous notification: once the WQEs that went out
