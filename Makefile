@@ -61,7 +61,7 @@ unit: user
 # fuzzer and the user fuzzer, 15 minutes each, in the loopback test bed.
 fuzz: all
 	$(ROOT)/scripts/testbed.sh --topo loop --flat 1 --timeout 3000 --out $(BUILD)/fuzz -- \
-		env FUZZ_SECS=900 NTRDMA_USER_FUZZ_SECS=900 VERBS_FILTER='UserFuzz.*' \
+		env FUZZ_SECS=900 NTRDMA_USER_FUZZ_SECS=900 VERBS_FILTER='UserFuzz.*' NTRDMA_TEST_TIMEOUT=2700 \
 		selftests/run.sh ntrdma_fault_test.sh ntrdma_ib_test.sh
 
 # The full form of the soak: 100 cycles of the peer going away under load,
@@ -69,7 +69,7 @@ fuzz: all
 soak: all
 	for topo in loop pair; do \
 		$(ROOT)/scripts/testbed.sh --topo $$topo --flat 1 --timeout 7200 --out $(BUILD)/soak-$$topo -- \
-			env SOAK_CYCLES=100 SOAK_KILLS=30 selftests/run.sh ntrdma_soak_test.sh || exit 1; \
+			env SOAK_CYCLES=100 SOAK_KILLS=30 NTRDMA_TEST_TIMEOUT=7000 selftests/run.sh ntrdma_soak_test.sh || exit 1; \
 	done
 
 demo: all

@@ -167,8 +167,8 @@ static int ntrdma_query_device(struct ib_device *ibdev,
 	attr->sys_image_guid = ibdev->node_guid;
 	attr->max_mr_size = NTRDMA_MAX_MR_SIZE;
 	attr->page_size_cap = PAGE_SIZE;
-	attr->vendor_id = 0;
-	attr->vendor_part_id = 0;
+	attr->vendor_id = NTRDMA_VENDOR_ID;
+	attr->vendor_part_id = NTRDMA_VENDOR_PART_ID;
 	attr->hw_ver = 1;
 	attr->max_qp = NTRDMA_MAX_QP;
 	attr->max_qp_wr = NTRDMA_MAX_QP_WR;

@@ -19,6 +19,14 @@
 #include "ntrdma_engine.h"
 #include "ntrdma_verbs_wire.h"
 
+/*
+ * A software device has no IEEE OUI of its own (rxe says 0xffffff, siw
+ * "bmt"); ours spells "NTR". Never 0: rdma-core's suite takes 0 for "no
+ * device data".
+ */
+#define NTRDMA_VENDOR_ID	0x4e5452
+#define NTRDMA_VENDOR_PART_ID	1
+
 /* Limits advertised in query_device and enforced exactly. */
 #define NTRDMA_MAX_QP		4096
 #define NTRDMA_MAX_QP_WR	4096

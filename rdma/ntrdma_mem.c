@@ -118,6 +118,9 @@ int ntrdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 static int ntrdma_check_access(int access)
 {
 	access &= ~IB_ACCESS_OPTIONAL;
+	/* A feature the device does not have (memory windows): say so. */
+	if (access & IB_ACCESS_MW_BIND)
+		return -EOPNOTSUPP;
 	if (access & ~NTRDMA_ACCESS_SUPPORTED)
 		return -EINVAL;
 	/* Remote writers need local write, as the IB spec (and core) say. */

@@ -4,14 +4,15 @@
 # Run NTRDMA selftests as kselftest's runner does: one KTAP document whose
 # subtests are the test programs, each test's own KTAP indented below it.
 # Usage: run.sh [TEST...]   (default: TEST_PROGS from the Makefile)
-# Exit status 0 when no test failed. Per-test timeout from ./settings.
+# Exit status 0 when no test failed. Per-test timeout from ./settings
+# (NTRDMA_TEST_TIMEOUT overrides it: the long forms of the soak and fuzzers).
 cd "$(dirname "$0")" || exit 1
 . lib/env.sh
 
 if [ $# -eq 0 ]; then
 	set -- $(sed -n 's/^TEST_PROGS := //p' Makefile)
 fi
-timeout_s=$(sed -n 's/^timeout=//p' settings)
+timeout_s=${NTRDMA_TEST_TIMEOUT:-$(sed -n 's/^timeout=//p' settings)}
 out=$NTRDMA_OUT/ktap.${NTRDMA_TOPO:-host}.txt
 
 {
