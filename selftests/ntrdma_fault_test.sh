@@ -125,6 +125,18 @@ ktap_check "bad completion B -> A: A counts it, the session restarts, link up" \
 ktap_check "after the restarts: command channel both ways and ibv_rc_pingpong" \
 	eval "echo_ok A && echo_ok B && pingpong_ok"
 
+# write_bw PORT: 300 ib_write_bw WRITEs of 64 KiB from A to the peer; sets
+# rc (the client's exit code) and src (the server's).
+write_bw() {
+	peer "timeout 60 ib_write_bw -d $PEER_IBDEV -p $1 -n 300 -s 65536 >/dev/null 2>&1" &
+	local srv=$!
+	sleep 2
+	timeout 60 ib_write_bw -d "$IBDEV" -p "$1" -n 300 -s 65536 "$SERVER_IP" >/dev/null 2>&1
+	rc=$?
+	wait $srv
+	src=$?
+}
+
 # 6: the DMA channel refusing every 3rd copy (a full ring): the sender
 # falls back to the CPU or waits for the next completion; no error
 copy=$(info_of A copy)
@@ -133,13 +145,7 @@ if [ "$copy" = cpu ]; then
 else
 	f0=$(info_of A faults_injected)
 	inject A "fail dma_prep 3"
-	peer "timeout 60 ib_write_bw -d $PEER_IBDEV -p 18702 -n 300 -s 65536 >/dev/null 2>&1" &
-	srv=$!
-	sleep 2
-	timeout 60 ib_write_bw -d "$IBDEV" -p 18702 -n 300 -s 65536 "$SERVER_IP" >/dev/null 2>&1
-	rc=$?
-	wait $srv
-	src=$?
+	write_bw 18702
 	inject A "fail dma_prep 0"
 	f1=$(info_of A faults_injected)
 	ktap_check "DMA channel ($copy) refusing every 3rd copy under ib_write_bw: $((f1 - f0)) refusals, both ends exit 0 ($rc/$src), link up" \
@@ -155,13 +161,7 @@ else
 	f0=$(info_of A faults_injected)
 	d0=$(info_of A link_down_events)
 	inject A "fail dma_prep_mid 4"
-	peer "timeout 60 ib_write_bw -d $PEER_IBDEV -p 18703 -n 300 -s 65536 >/dev/null 2>&1" &
-	srv=$!
-	sleep 2
-	timeout 60 ib_write_bw -d "$IBDEV" -p 18703 -n 300 -s 65536 "$SERVER_IP" >/dev/null 2>&1
-	rc=$?
-	wait $srv
-	src=$?
+	write_bw 18703
 	inject A "fail dma_prep_mid 0"
 	f1=$(info_of A faults_injected)
 	d1=$(info_of A link_down_events)

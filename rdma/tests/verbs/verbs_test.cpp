@@ -1661,6 +1661,27 @@ class AckTimeout : public DataPath {
         return QpToRts(qp, t);
     }
 
+    // Connect the pair with the requester sending PSNs from 1000 while the
+    // responder expects 0: it drops every segment and says nothing.
+    void ConnectSilent(RtsSpec requester) {
+        requester.sq_psn = 1000;
+        ASSERT_EQ(ToRtr(a_qp_, b_, b_qp_->qp_num), 0);
+        ASSERT_EQ(QpToRts(a_qp_, requester), 0);
+        ASSERT_EQ(ToRtr(b_qp_, a_, a_qp_->qp_num), 0);
+        ASSERT_EQ(ToRts(b_qp_, 1), 0);
+    }
+
+    // A 4 KiB READ of @remote into @local.
+    static Wr ReadWr(uint64_t wr_id, const Buf* local, const Buf* remote) {
+        Wr w;
+        w.op = IBV_WR_RDMA_READ;
+        w.wr_id = wr_id;
+        w.sge = {local->sge(0, 4096)};
+        w.raddr = remote->addr();
+        w.rkey = remote->mr->rkey;
+        return w;
+    }
+
     ibv_qp* a_qp_ = nullptr;
     ibv_qp* b_qp_ = nullptr;
 };
@@ -1720,17 +1741,10 @@ TEST_F(AckTimeout, SilentResponderFailsRetryExceeded) {
     Buf* src = Reg(a_, 4096, kLocal);
     Buf* dst = Reg(b_, 4096, kRemoteAll);
     ASSERT_FALSE(HasFailure());
-    ASSERT_EQ(ToRtr(a_qp_, b_, b_qp_->qp_num), 0);
-    ASSERT_EQ(ToRts(a_qp_, 1, 1000), 0);  // the responder expects PSN 0
-    ASSERT_EQ(ToRtr(b_qp_, a_, a_qp_->qp_num), 0);
-    ASSERT_EQ(ToRts(b_qp_, 1), 0);
-    Wr w;
-    w.op = IBV_WR_RDMA_READ;
-    w.wr_id = 4;
-    w.sge = {src->sge(0, 4096)};
-    w.raddr = dst->addr();
-    w.rkey = dst->mr->rkey;
-    ASSERT_EQ(Post(a_qp_, w), 0);
+    RtsSpec t;
+    t.retry_cnt = 1;
+    ASSERT_NO_FATAL_FAILURE(ConnectSilent(t));
+    ASSERT_EQ(Post(a_qp_, ReadWr(4, src, dst)), 0);
     const long took = ExpectStatus(IBV_WC_RETRY_EXC_ERR, 20000);
     std::cout << "[ NOTE     ] RETRY_EXC_ERR after " << took << " ms\n";
     EXPECT_GE(took, 900) << "failed before two ACK timeouts (500 ms floor) passed";
@@ -1750,20 +1764,10 @@ TEST_F(AckTimeout, DeregUnderEndlessReadReturnsInBoundedTime) {
     Buf* dst = Reg(a_, 4096, kLocal);
     Buf* src = Reg(b_, 4096, kRemoteAll);
     ASSERT_FALSE(HasFailure());
-    ASSERT_EQ(ToRtr(a_qp_, b_, b_qp_->qp_num), 0);
     RtsSpec t;
     t.timeout = 0;
-    t.sq_psn = 1000;  // the responder expects PSN 0: it drops every segment
-    ASSERT_EQ(QpToRts(a_qp_, t), 0);
-    ASSERT_EQ(ToRtr(b_qp_, a_, a_qp_->qp_num), 0);
-    ASSERT_EQ(ToRts(b_qp_, 1), 0);
-    Wr w;
-    w.op = IBV_WR_RDMA_READ;
-    w.wr_id = 6;
-    w.sge = {dst->sge(0, 4096)};
-    w.raddr = src->addr();
-    w.rkey = src->mr->rkey;
-    ASSERT_EQ(Post(a_qp_, w), 0);
+    ASSERT_NO_FATAL_FAILURE(ConnectSilent(t));
+    ASSERT_EQ(Post(a_qp_, ReadWr(6, dst, src)), 0);
     EXPECT_TRUE(PollCq(a_.scq, 1, 1000).empty()) << "the READ completed: no endless wait";
     const auto t0 = Clock::now();
     EXPECT_EQ(Dereg(dst), 0);
