@@ -302,6 +302,8 @@ static const struct rdma_stat_desc ntrdma_hw_desc[NTRDMA_HW_NSTATS] = {
 	[NTRDMA_HW_LOCAL_ERR] = { .name = "local_errors" },
 	[NTRDMA_HW_ACK_TIMEOUTS] = { .name = "ack_timeouts" },
 	[NTRDMA_HW_NAK_NO_QP_SENT] = { .name = "nak_no_qp_sent" },
+	[NTRDMA_HW_PLACED_WRITES] = { .name = "placed_writes" },
+	[NTRDMA_HW_PLACED_BYTES] = { .name = "placed_bytes" },
 };
 
 static struct rdma_hw_stats *ntrdma_alloc_hw_port_stats(struct ib_device *ibdev,
@@ -399,6 +401,7 @@ static int ntrdma_ib_add(struct ntrdma_dev *ndev, void **priv)
 	mutex_init(&nib->qp_lock);
 	xa_init_flags(&nib->cq_xa, XA_FLAGS_ALLOC);
 	atomic_set(&nib->num_pd, 0);
+	ida_init(&nib->pd_ida);
 	atomic_set(&nib->num_srq, 0);
 	spin_lock_init(&nib->atomic_lock);
 	rc = ntrdma_mem_init(nib);
@@ -407,9 +410,15 @@ static int ntrdma_ib_add(struct ntrdma_dev *ndev, void **priv)
 	rc = ntrdma_vx_init(nib);
 	if (rc)
 		goto err_mem;
-	rc = ntrdma_cm_init(nib);
+	rc = ntrdma_export_init(nib);
 	if (rc)
 		goto err_vx;
+	rc = ntrdma_rmr_init(nib);
+	if (rc)
+		goto err_export;
+	rc = ntrdma_cm_init(nib);
+	if (rc)
+		goto err_rmr;
 
 	ibdev->node_type = RDMA_NODE_IB_CA;
 	ibdev->phys_port_cnt = 1;
@@ -443,6 +452,10 @@ static int ntrdma_ib_add(struct ntrdma_dev *ndev, void **priv)
 
 err_cm:
 	ntrdma_cm_fini(nib);
+err_rmr:
+	ntrdma_rmr_fini(nib);
+err_export:
+	ntrdma_export_fini(nib, true);
 err_vx:
 	ntrdma_vx_fini(nib, true);	/* nothing was posted yet */
 err_mem:
@@ -451,6 +464,7 @@ err_dealloc:
 	xa_destroy(&nib->qp_xa);
 	xa_destroy(&nib->cq_xa);
 	mutex_destroy(&nib->qp_lock);
+	ida_destroy(&nib->pd_ida);
 	ib_dealloc_device(ibdev);
 	return rc;
 }
@@ -468,10 +482,13 @@ static void ntrdma_ib_del(void *priv, bool peer_quiet)
 	ntrdma_cm_fini(nib);
 	/* The session is over; the peer left it unless we are told not. */
 	ntrdma_vx_fini(nib, peer_quiet);
+	ntrdma_rmr_fini(nib);
+	ntrdma_export_fini(nib, peer_quiet);
 	ntrdma_mem_fini(nib);
 	xa_destroy(&nib->qp_xa);
 	xa_destroy(&nib->cq_xa);
 	mutex_destroy(&nib->qp_lock);
+	ida_destroy(&nib->pd_ida);
 	ib_dealloc_device(&nib->ibdev);
 }
 
@@ -492,6 +509,7 @@ static void ntrdma_ib_link_up(void *priv)
 	struct ntrdma_ib *nib = priv;
 
 	ntrdma_vx_start(nib);
+	ntrdma_export_link_up(nib);
 	ntrdma_ib_port_event(nib, IB_EVENT_PORT_ACTIVE);
 }
 
@@ -506,6 +524,7 @@ static void ntrdma_ib_link_down(void *priv)
 	ntrdma_ib_port_event(nib, IB_EVENT_PORT_ERR);
 	/* Sends in flight complete before the QPs are flushed. */
 	ntrdma_vx_stop(nib);
+	ntrdma_rmr_clear(nib);	/* no placement runs: the TQP stopped */
 	ntrdma_qps_link_down(nib);
 	ntrdma_cm_link_down(nib);
 }

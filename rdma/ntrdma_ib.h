@@ -8,6 +8,7 @@
 #define NTRDMA_IB_H
 
 #include <linux/completion.h>
+#include <linux/idr.h>
 #include <linux/mutex.h>
 #include <linux/refcount.h>
 #include <linux/spinlock.h>
@@ -61,6 +62,8 @@ enum ntrdma_hw_stat {
 	NTRDMA_HW_LOCAL_ERR,		/* WQEs failing local checks */
 	NTRDMA_HW_ACK_TIMEOUTS,		/* WQEs failed: no answer in time */
 	NTRDMA_HW_NAK_NO_QP_SENT,	/* segments for no QP (or not ready) */
+	NTRDMA_HW_PLACED_WRITES,	/* WRITEs placed into the peer's MR */
+	NTRDMA_HW_PLACED_BYTES,
 	NTRDMA_HW_NSTATS
 };
 
@@ -80,6 +83,17 @@ struct ntrdma_ib {
 	struct xarray cq_xa;		/* CQ id -> struct ntrdma_cq */
 	u32 cq_next;
 	atomic_t num_pd;
+	struct ida pd_ida;		/* PD numbers (exports name them) */
+
+	/*
+	 * Direct placement: the peer's exports (ntrdma_rmr.c) and ours
+	 * (ntrdma_export.c). place_lock nests inside a QP's sq_lock.
+	 */
+	spinlock_t place_lock;		/* placements vs. revocations */
+	struct xarray rmr_xa;		/* key index -> the peer's MR */
+	struct xarray rqp_xa;		/* peer QPN -> the peer's QP */
+	atomic_t rmr_pages;
+	struct ntrdma_export *exp;
 	atomic_t num_srq;
 
 	/* connection manager (ntrdma_iwcm.c) */
@@ -116,6 +130,7 @@ struct ntrdma_mmap_entry {
 
 struct ntrdma_pd {
 	struct ib_pd ibpd;
+	u32 id;				/* 1..NTRDMA_MAX_PD */
 };
 
 enum ntrdma_mr_kind {
@@ -146,6 +161,10 @@ struct ntrdma_mr {
 	bool orphan;
 	struct ntrdma_mr_reaper *reaper;
 	struct work_struct reap_work;
+	/* exported for direct placement (ntrdma_export.c, its lock) */
+	dma_addr_t *export_dma;		/* the pages, for the NTB device */
+	u32 export_session;		/* 0: not exported */
+	struct list_head export_link;
 };
 
 struct ntrdma_cq {
@@ -184,6 +203,8 @@ struct ntrdma_swqe {
 	bool started;		/* its first segment went out */
 	bool out;		/* all of it went out */
 	bool done;		/* acknowledged / answered */
+	bool direct;		/* WRITE: placed directly (ntrdma_rmr.c) */
+	bool skipped;		/* its first segment says NTRDMA_VX_SKIPPED */
 	int status;		/* its completion status */
 };
 
@@ -275,6 +296,9 @@ struct ntrdma_qp {
 	 * all under sq_lock.
 	 */
 	struct ntrdma_swqe *swq;	/* shadow of the SQ ring */
+	u32 place_scan;			/* WQEs before it are done */
+	bool req_skipped;		/* msns the responder will not see */
+	bool exported;			/* to the peer (ntrdma_export.c) */
 	u32 sq_fetched;			/* WQEs copied into swq */
 	u32 sq_send;			/* the WQE being sent */
 	u32 req_msn;			/* msn of the next fetched WQE */
@@ -393,9 +417,27 @@ void ntrdma_vx_wait_space(struct ntrdma_qp *qp);
 void ntrdma_vx_flush_rx(struct ntrdma_ib *nib);
 void ntrdma_vx_kick(struct ntrdma_qp *qp);
 void ntrdma_vx_flush_tx(struct ntrdma_qp *qp);
+int ntrdma_vx_place(struct ntrdma_qp *qp, const struct ntrdma_tqp_piece *pc,
+		    int n);
 void ntrdma_vx_qp_fini(struct ntrdma_qp *qp);
 int ntrdma_vx_pool_alloc(struct ntrdma_qp *qp);
 void ntrdma_vx_pool_release(struct ntrdma_qp *qp);
+
+/* ntrdma_rmr.c: direct placement, requester side */
+extern bool ntrdma_direct_placement;
+int ntrdma_rmr_init(struct ntrdma_ib *nib);
+void ntrdma_rmr_clear(struct ntrdma_ib *nib);
+void ntrdma_rmr_fini(struct ntrdma_ib *nib);
+int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
+
+/* ntrdma_export.c: direct placement, exporting side */
+int ntrdma_export_init(struct ntrdma_ib *nib);
+void ntrdma_export_fini(struct ntrdma_ib *nib, bool peer_quiet);
+void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
+bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
+void ntrdma_export_unmap(struct ntrdma_mr *mr);
+void ntrdma_export_qp(struct ntrdma_qp *qp, bool up);
+void ntrdma_export_link_up(struct ntrdma_ib *nib);
 
 /* ntrdma_req.c: requester */
 void ntrdma_req_reset(struct ntrdma_qp *qp);

@@ -96,19 +96,25 @@ void ntrdma_mem_fini(struct ntrdma_ib *nib)
 int ntrdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct ntrdma_ib *nib = to_nib(ibpd->device);
+	int id;
 
 	if (ntrdma_check_udata_in(udata))
 		return -EOPNOTSUPP;
-	if (atomic_inc_return(&nib->num_pd) > NTRDMA_MAX_PD) {
-		atomic_dec(&nib->num_pd);
+	/* Numbered: exports tell the peer which PD an MR or QP is of. */
+	id = ida_alloc_range(&nib->pd_ida, 1, NTRDMA_MAX_PD, GFP_KERNEL);
+	if (id < 0)
 		return -ENOMEM;
-	}
+	to_npd(ibpd)->id = id;
+	atomic_inc(&nib->num_pd);
 	return 0;
 }
 
 int ntrdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
-	atomic_dec(&to_nib(ibpd->device)->num_pd);
+	struct ntrdma_ib *nib = to_nib(ibpd->device);
+
+	ida_free(&nib->pd_ida, to_npd(ibpd)->id);
+	atomic_dec(&nib->num_pd);
 	return 0;
 }
 
@@ -132,6 +138,7 @@ static int ntrdma_check_access(int access)
 
 static void ntrdma_mr_free(struct ntrdma_mr *mr)
 {
+	ntrdma_export_unmap(mr);
 	ib_umem_release(mr->umem);
 	kvfree(mr->upages);
 	kfree(mr->pages);
@@ -473,6 +480,7 @@ struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 		return ERR_PTR(-ENOMEM);
 	}
 	ntrdma_mr_publish(nib, mr);
+	ntrdma_export_mr(nib, mr);
 	return &mr->ibmr;
 }
 
@@ -524,15 +532,14 @@ int ntrdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
  * Else @mr becomes an orphan that its last ntrdma_mr_put() hands to the
  * reaper; the caller must not touch it any more.
  */
-static bool ntrdma_mr_released(struct ntrdma_mr *mr)
+static bool ntrdma_mr_released(struct ntrdma_mr *mr, unsigned int wait_s)
 {
 	struct ib_device *ibdev = mr->ibmr.device;
 	u32 index = mr->index, refs;
 	unsigned long flags;
 	bool done;
 
-	done = wait_for_completion_timeout(&mr->released,
-					   NTRDMA_DEREG_WAIT_S * HZ);
+	done = wait_for_completion_timeout(&mr->released, wait_s * HZ);
 	/* Also waits for a last put still inside its locked section. */
 	spin_lock_irqsave(&mr->orphan_lock, flags);
 	if (!done)
@@ -545,7 +552,7 @@ static bool ntrdma_mr_released(struct ntrdma_mr *mr)
 	spin_unlock_irqrestore(&mr->orphan_lock, flags);
 	if (!done)
 		ibdev_warn(ibdev, "dereg of MR %u: %u references still held after %u s: it returns, the pages stay pinned until they are dropped\n",
-			   index, refs, NTRDMA_DEREG_WAIT_S);
+			   index, refs, wait_s);
 	return done;
 }
 
@@ -554,10 +561,17 @@ int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	struct ntrdma_ib *nib = to_nib(ibmr->device);
 	struct ntrdma_mr *mr = to_nmr(ibmr);
 
-	/* No new users, then the transfers still using it finish. */
+	bool revoked;
+
+	/*
+	 * No new users; the peer stops placing into it (else it is not
+	 * worth waiting: the export's reference stays until the peer
+	 * provably left the session); the transfers still using it finish.
+	 */
 	xa_erase_irq(&nib->mr_xa, mr->index);
+	revoked = ntrdma_unexport_mr(nib, mr);
 	ntrdma_mr_put(mr);
-	if (ntrdma_mr_released(mr))
+	if (ntrdma_mr_released(mr, revoked ? NTRDMA_DEREG_WAIT_S : 0))
 		ntrdma_mr_free(mr);
 	return 0;
 }

@@ -153,6 +153,9 @@ int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct ntrdma_qp *qp = to_nqp(ibqp);
 	unsigned long flags;
 
+	mutex_lock(&qp->lock);
+	ntrdma_export_qp(qp, false);	/* the peer stops placing through it */
+	mutex_unlock(&qp->lock);
 	/* The data path lets go of the QP (and of its MR references)... */
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	ntrdma_qp_reset_locked(qp);
@@ -432,6 +435,26 @@ static bool ntrdma_cm_modify_ok(struct ntrdma_qp *qp, enum ib_qp_state cur,
 	       (next == IB_QPS_INIT || next == IB_QPS_RTR);
 }
 
+static bool qp_takes_requests(enum ib_qp_state st)
+{
+	return st == IB_QPS_RTR || st == IB_QPS_RTS || st == IB_QPS_SQD;
+}
+
+/*
+ * Direct placement: the peer learns that the QP takes WRITEs (entering
+ * RTR/RTS, or new access or destination there) or no longer does.
+ */
+static void ntrdma_qp_export_state(struct ntrdma_qp *qp, enum ib_qp_state cur,
+				   enum ib_qp_state next, int mask)
+{
+	if (qp_takes_requests(next) &&
+	    (!qp_takes_requests(cur) ||
+	     (mask & (IB_QP_ACCESS_FLAGS | IB_QP_DEST_QPN))))
+		ntrdma_export_qp(qp, true);
+	else if (!qp_takes_requests(next))
+		ntrdma_export_qp(qp, false);
+}
+
 int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		     int mask, struct ib_udata *udata)
 {
@@ -519,6 +542,7 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	if (cur == IB_QPS_RESET && next == IB_QPS_INIT)
 		qp->cm = !ib_ok;
 	rc = 0;
+	ntrdma_qp_export_state(qp, cur, next, mask);
 	/* Work posted before RTS, or answers owed since RTR. */
 	if (next == IB_QPS_RTS)
 		ntrdma_req_tx(qp);
@@ -565,6 +589,7 @@ int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord)
 	WRITE_ONCE(qp->state, IB_QPS_RTS);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	rc = 0;
+	ntrdma_export_qp(qp, true);
 	ntrdma_req_tx(qp);
 out:
 	mutex_unlock(&qp->lock);

@@ -270,6 +270,77 @@ out:
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 }
 
+/* Every WQE before sq_send is done (acknowledged, answered or placed). */
+static bool req_all_done(struct ntrdma_qp *qp)
+{
+	u32 i = qp->place_scan;
+
+	if ((u32)(i - qp->sq.kpos) > (u32)(qp->sq_send - qp->sq.kpos))
+		i = qp->sq.kpos;
+	while (i != qp->sq_send && swqe(qp, i)->done)
+		i++;
+	qp->place_scan = i;
+	return i == qp->sq_send;
+}
+
+/*
+ * A plain WRITE placed straight into the target MR (ntrdma_rmr.c): it is
+ * complete once placed, in the TQP's order. Only when every earlier WQE
+ * is done, so the target has executed them all (IB RC order); -EAGAIN:
+ * the checked path takes it.
+ */
+static int req_place(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	int rc;
+
+	if (!w->direct && (!w->len || !req_all_done(qp)))
+		return -EAGAIN;
+	rc = ntrdma_place_write(qp, w);
+	if (rc == -EACCES || rc == -EFAULT) {
+		/* its export went away half-way: as a remote access error */
+		w->status = rc == -EACCES ? IB_WC_REM_ACCESS_ERR :
+					    IB_WC_LOC_PROT_ERR;
+		rc = 0;
+	}
+	if (!rc) {
+		w->done = true;
+		qp->req_skipped = true;	/* its msn never reaches the responder */
+		ntrdma_hw_add(qp, NTRDMA_HW_PLACED_WRITES, 1);
+	}
+	return rc;
+}
+
+/* REG_MR, LOCAL_INV (kernel QPs): done now, in SQ order; never sent. */
+static void req_local_op(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	int rc;
+
+	if (w->w.opcode == IB_WR_REG_MR)
+		rc = ntrdma_mr_fast_reg(nib, (struct ntrdma_mr *)(uintptr_t)
+					w->w.remote_addr, qp->ibqp.pd,
+					w->w.rkey, (int)w->w.compare_add);
+	else
+		rc = ntrdma_mr_local_inv(nib, qp->ibqp.pd, w->w.rkey);
+	if (rc)
+		w->status = IB_WC_LOC_QP_OP_ERR;
+	w->done = true;
+	qp->req_skipped = true;	/* its msn never reaches the responder */
+}
+
+/*
+ * The flags of a message's first segment: FIRST, and SKIPPED (for good,
+ * resends included) when msns before it never reach the responder.
+ */
+static u8 req_first_flags(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	if (qp->req_skipped) {
+		w->skipped = true;
+		qp->req_skipped = false;
+	}
+	return NTRDMA_VX_FIRST | (w->skipped ? NTRDMA_VX_SKIPPED : 0);
+}
+
 /* Send what the WQE at sq_send still has to send: 0 when all of it. */
 static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
@@ -283,26 +354,26 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		.raddr = w->w.remote_addr,
 	};
 	u32 want;
+	u8 first;
 	int n;
 
 	switch (w->w.opcode) {
 	case IB_WR_REG_MR:
-		if (ntrdma_mr_fast_reg(to_nib(qp->ibqp.device),
-				       (struct ntrdma_mr *)(uintptr_t)
-				       w->w.remote_addr, qp->ibqp.pd,
-				       w->w.rkey, (int)w->w.compare_add))
-			w->status = IB_WC_LOC_QP_OP_ERR;
-		w->done = true;
-		return 0;
 	case IB_WR_LOCAL_INV:
-		if (ntrdma_mr_local_inv(to_nib(qp->ibqp.device), qp->ibqp.pd,
-					w->w.rkey))
-			w->status = IB_WC_LOC_QP_OP_ERR;
-		w->done = true;
+		req_local_op(qp, w);
 		return 0;
+	case IB_WR_RDMA_WRITE:
+		n = req_place(qp, w);
+		if (n != -EAGAIN)
+			return n;
+		break;
+	}
+	first = req_first_flags(qp, w);
+
+	switch (w->w.opcode) {
 	case IB_WR_RDMA_READ:
 		h.op = NTRDMA_VX_READ_REQ;
-		h.flags = NTRDMA_VX_FIRST | NTRDMA_VX_LAST;
+		h.flags = first | NTRDMA_VX_LAST;
 		return ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0) < 0 ?
 			-EAGAIN : 0;
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
@@ -310,7 +381,7 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		fallthrough;
 	case IB_WR_ATOMIC_CMP_AND_SWP:
 		h.op = NTRDMA_VX_ATOMIC_REQ;
-		h.flags |= NTRDMA_VX_FIRST | NTRDMA_VX_LAST;
+		h.flags |= first | NTRDMA_VX_LAST;
 		h.total = 8;
 		h.cmp_add = w->w.compare_add;
 		h.swap = w->w.swap;
@@ -331,16 +402,17 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		h.flags |= NTRDMA_VX_SOLICITED;
 
 	if (w->w.flags & IB_SEND_INLINE) {
-		h.flags |= NTRDMA_VX_FIRST;
+		h.flags |= first;
 		n = ntrdma_vx_send(qp, &h, w->w.inline_data, w->len, NULL, 0,
 				   0, 0);
 		return n < 0 ? n : 0;
 	}
 	do {
 		h.offset = w->sent;
-		h.flags &= ~(NTRDMA_VX_FIRST | NTRDMA_VX_LAST);
+		h.flags &= ~(NTRDMA_VX_FIRST | NTRDMA_VX_LAST |
+			     NTRDMA_VX_SKIPPED);
 		if (!w->sent)
-			h.flags |= NTRDMA_VX_FIRST;
+			h.flags |= first;
 		want = min_t(u32, w->len - w->sent,
 			     NTRDMA_VX_BUF - sizeof(h));
 		n = ntrdma_vx_send(qp, &h, NULL, 0, &w->sge[w->sge_i],
@@ -493,6 +565,8 @@ static void req_rnr_expired(struct timer_list *t)
 void ntrdma_req_reset(struct ntrdma_qp *qp)
 {
 	qp->req_msn = qp->sq_psn & NTRDMA_VX_MSN_MASK;
+	qp->req_skipped = false;
+	qp->place_scan = qp->sq.kpos;
 	qp->retry_left = qp->retry_cnt;
 	qp->no_qp_left = qp->retry_cnt;
 	qp->rnr_left = qp->rnr_retry;

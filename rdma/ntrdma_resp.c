@@ -327,6 +327,22 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 	return 0;
 }
 
+/*
+ * The segment's msn is the one expected; or, on a message's first segment
+ * flagged NTRDMA_VX_SKIPPED, a later one: the messages between were WRITEs
+ * the requester placed directly or its local operations, never sent here.
+ */
+static bool resp_msn_ok(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+{
+	if (h->msn == qp->resp_msn)
+		return true;
+	if (!(h->flags & NTRDMA_VX_SKIPPED) || qp->rcv_busy ||
+	    ntrdma_vx_msn_diff(h->msn, qp->resp_msn) <= 0)
+		return false;
+	qp->resp_msn = h->msn;
+	return true;
+}
+
 /* A request segment from the peer's requester (rx work). */
 void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		    const void *payload, u32 len)
@@ -337,7 +353,7 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	if ((qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS &&
 	     qp->state != IB_QPS_SQD) || qp->resp_fatal ||
-	    h->src_qpn != qp->dest_qp_num || h->msn != qp->resp_msn) {
+	    h->src_qpn != qp->dest_qp_num || !resp_msn_ok(qp, h)) {
 		ntrdma_hw_add(qp, NTRDMA_HW_RX_DROPPED, 1);
 		goto out;
 	}

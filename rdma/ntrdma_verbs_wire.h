@@ -38,7 +38,13 @@ enum {
 	NTRDMA_VX_IMM		= 1 << 2,	/* SEND/WRITE with immediate */
 	NTRDMA_VX_SOLICITED	= 1 << 3,
 	NTRDMA_VX_FADD		= 1 << 4,	/* ATOMIC_REQ: fetch-add */
-	NTRDMA_VX_FLAGS		= 0x1f,
+	/*
+	 * A request's first segment: the msns before it that the responder
+	 * has not seen were WRITEs placed directly or local operations
+	 * (REG_MR, LOCAL_INV) of the requester, which never reach it.
+	 */
+	NTRDMA_VX_SKIPPED	= 1 << 5,
+	NTRDMA_VX_FLAGS		= 0x3f,
 };
 
 /* ACK syndromes (what the requester's WQE completes with). */
@@ -90,6 +96,10 @@ static inline int ntrdma_vx_check_hdr(const struct ntrdma_vx_hdr *h, u32 len)
 		return -4;
 	if (h->total > NTRDMA_VX_MAX_MSG)
 		return -5;
+	if ((h->flags & NTRDMA_VX_SKIPPED) &&
+	    (!(h->flags & NTRDMA_VX_FIRST) || h->op == NTRDMA_VX_ACK ||
+	     h->op == NTRDMA_VX_READ_RESP || h->op == NTRDMA_VX_ATOMIC_RESP))
+		return -3;
 	switch (h->op) {
 	case NTRDMA_VX_SEND:
 	case NTRDMA_VX_WRITE:
@@ -141,6 +151,90 @@ struct ntrdma_wire_cm {
 	u8 saddr[16], daddr[16];
 	u8 pdata[];
 };
+
+/*
+ * Direct placement: what an exporter tells its peer (commands
+ * NTRDMA_CMD_MR_EXPORT, _MR_REVOKE, _QP_EXPORT) so that the peer, as
+ * requester, writes WRITE payloads straight into the exported pages.
+ * Pages are NTRDMA_EXPORT_PAGE bytes; their addresses are DMA addresses of
+ * the exporter's NTB device (what the peer's flat window reaches). A long
+ * page list goes in chunks: the command names where in the exporter's
+ * memory the chunk's @count u64 addresses are, and the peer reads them
+ * through its window.
+ */
+#define NTRDMA_EXPORT_PAGE	4096u
+#define NTRDMA_EXPORT_CHUNK	512u	/* page addresses per command */
+#define NTRDMA_EXPORT_ACCESS	0x0eu	/* IB_ACCESS_REMOTE_{WRITE,READ,ATOMIC} */
+
+struct ntrdma_wire_mr_export {
+	u32 key;
+	u32 pd;			/* the exporter's PD number */
+	u32 access;		/* NTRDMA_EXPORT_ACCESS bits */
+	u32 npages;		/* pages of the whole MR */
+	u64 iova;
+	u64 length;
+	u32 first_off;		/* of byte @iova in page 0 */
+	u32 first;		/* the page this chunk lists first */
+	u32 count;		/* pages it lists */
+	u32 rsvd;
+	u64 list;		/* DMA address of the chunk's page addresses */
+};
+
+struct ntrdma_wire_mr_revoke {
+	u32 key;
+};
+
+struct ntrdma_wire_qp_export {
+	u32 qpn;		/* the exporter's QP */
+	u32 pd;			/* its PD number */
+	u32 access;		/* its qp_access_flags (NTRDMA_EXPORT_ACCESS) */
+	u32 dest_qpn;		/* the peer's QP it is connected to */
+	u32 up;			/* 1: takes placements now; 0: no more */
+};
+
+/* The pages an MR of @length bytes starting @first_off into a page spans. */
+static inline u64 ntrdma_export_npages(u64 first_off, u64 length)
+{
+	return (first_off + length + NTRDMA_EXPORT_PAGE - 1) /
+	       NTRDMA_EXPORT_PAGE;
+}
+
+/* 0 when an export chunk is consistent (page addresses checked apart). */
+static inline int ntrdma_wire_check_mr_export(const struct ntrdma_wire_mr_export *e,
+					      u32 max_pages)
+{
+	if (!e->key || !e->length || e->first_off >= NTRDMA_EXPORT_PAGE ||
+	    e->access & ~NTRDMA_EXPORT_ACCESS || e->rsvd)
+		return -1;
+	if (e->iova + e->length < e->iova || e->length > (1ull << 40))
+		return -2;
+	if (e->npages > max_pages ||
+	    e->npages != ntrdma_export_npages(e->first_off, e->length))
+		return -3;
+	if (!e->count || e->count > NTRDMA_EXPORT_CHUNK ||
+	    e->first >= e->npages || e->count > e->npages - e->first)
+		return -4;
+	if (e->list % 8)
+		return -5;
+	return 0;
+}
+
+/* 0 when a page address lies in a window of @reach bytes, aligned. */
+static inline int ntrdma_wire_check_export_page(u64 addr, u64 reach)
+{
+	if (addr % NTRDMA_EXPORT_PAGE || addr >= reach ||
+	    reach - addr < NTRDMA_EXPORT_PAGE)
+		return -1;
+	return 0;
+}
+
+static inline int ntrdma_wire_check_qp_export(const struct ntrdma_wire_qp_export *q)
+{
+	if (q->qpn > 0xffffff || q->dest_qpn > 0xffffff || q->up > 1 ||
+	    q->access & ~NTRDMA_EXPORT_ACCESS)
+		return -1;
+	return 0;
+}
 
 #define NTRDMA_CM_PDATA_MAX	(NTRDMA_CMD_DATA - sizeof(struct ntrdma_wire_cm))
 

@@ -242,6 +242,22 @@ void ntrdma_vx_flush_tx(struct ntrdma_qp *qp)
 	ntrdma_tqp_send_flush(to_nib(qp->ibqp.device)->vx->tqp);
 }
 
+/* Direct placement for @qp, in the verbs TQP's order (ntrdma_rmr.c). */
+int ntrdma_vx_place(struct ntrdma_qp *qp, const struct ntrdma_tqp_piece *pc,
+		    int n)
+{
+	u32 bytes = 0;
+	int i, rc;
+
+	rc = ntrdma_tqp_place(to_nib(qp->ibqp.device)->vx->tqp, pc, n);
+	if (rc)
+		return rc;
+	for (i = 0; i < n; i++)
+		bytes += pc[i].len;
+	ntrdma_hw_add(qp, NTRDMA_HW_PLACED_BYTES, bytes);
+	return 0;
+}
+
 /* Run @qp's transmit side from the work queue. */
 void ntrdma_vx_kick(struct ntrdma_qp *qp)
 {

@@ -57,7 +57,8 @@ NTRDMA_IVSHMEM_SERVER (build/user/ntb_hw/ivshmem_server/ntb-ivshmem-server),
 QEMU (qemu-system-x86_64), NTRDMA_PEER_WAIT (180: seconds guest a waits for b),
 Debug knobs: TESTBED_NO_SERVER=1 (fn0 becomes ivshmem-plain, no server, no
 doorbells), TESTBED_BZIMAGE=1 (boot the compressed bzImage instead of the
-cached extracted vmlinux, ~2.5 s slower), TESTBED_BIOS=FILE (e.g. qboot.rom).
+cached extracted vmlinux, ~2.5 s slower), TESTBED_BIOS=FILE (e.g. qboot.rom),
+TESTBED_TCG_THREAD=single|multi (QEMU's TCG threading; default: QEMU's, multi).
 
 Files: OUT/console-a.log, console-b.log (console-b.N.log for the N-th guest b
 of a run), dmesg-a.log, b/dmesg-b.N.log (at clean power-off), stdout.log,
@@ -400,7 +401,7 @@ port_args() {
 qemu_args() {
 	local role=$1 outdir=$OUT
 	[ "$role" = b ] && outdir=$OUT/b
-	QA=("$QEMU" -name "ntrdma-$role" -accel tcg -smp 2 -m "$((MEM_BYTES >> 20))M"
+	QA=("$QEMU" -name "ntrdma-$role" -accel "tcg${TESTBED_TCG_THREAD:+,thread=$TESTBED_TCG_THREAD}" -smp 2 -m "$((MEM_BYTES >> 20))M"
 		-nodefaults -no-user-config -no-reboot -display none -nic none ${TESTBED_BIOS:+-bios "$TESTBED_BIOS"}
 		-object "memory-backend-file,id=ram,size=$MEM_BYTES,mem-path=$(qesc "$RUN/ram-$role.mem"),share=on"
 		-machine pc,memory-backend=ram

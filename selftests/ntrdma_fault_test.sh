@@ -53,19 +53,11 @@ load() {
 	[ -n "$DBGA" ] && [ -n "$DBGB" ] || return 1
 	${A} "[ -e $DBGA/inject ]" || return 2
 	wait_for 10 link_up || return 1
-	wait_for 10 ibdev_of "$LOCAL_DEV" >/dev/null || return 1
-	IBDEV=$(ibdev_of "$LOCAL_DEV")
+	find_ibdevs || return 1
+	SERVER_IP=127.0.0.1
 	if is_pair; then
-		PEER_IBDEV=$(peer ". $NTRDMA_ROOT/selftests/lib/env.sh; . $NTRDMA_ROOT/selftests/lib/verbs.sh; wait_for 10 ibdev_of $REMOTE_DEV >/dev/null; ibdev_of $REMOTE_DEV")
-		NETDEV=$(netdev_of "$LOCAL_DEV")
-		ip addr replace 10.77.0.1/24 dev "$NETDEV" && ip link set "$NETDEV" up
-		peer ". $NTRDMA_ROOT/selftests/lib/env.sh; . $NTRDMA_ROOT/selftests/lib/verbs.sh;
-		      n=\$(netdev_of $REMOTE_DEV); ip addr replace 10.77.0.2/24 dev \$n && ip link set \$n up"
+		pair_addrs 10.77.0.1 10.77.0.2 || return 1
 		SERVER_IP=10.77.0.2
-	else
-		wait_for 10 ibdev_of "$REMOTE_DEV" >/dev/null || return 1
-		PEER_IBDEV=$(ibdev_of "$REMOTE_DEV")
-		SERVER_IP=127.0.0.1
 	fi
 	install_provider
 }

@@ -122,7 +122,7 @@ if ! is_pair; then
 	ip link set lo up
 	AGENT_DEV=$NTRDMA_PEER_IBDEV AGENT_ADDR=127.0.0.1
 else
-	AGENT_DEV=$(peer ". $NTRDMA_ROOT/selftests/lib/env.sh; . $NTRDMA_ROOT/selftests/lib/verbs.sh; ibdev_of $REMOTE_DEV")
+	AGENT_DEV=$(peer_lib "ibdev_of $REMOTE_DEV")
 	ip addr replace 10.79.3.1/24 dev "$NETDEV"
 	peer "for i in \$(ls /sys/class/net); do
 		[ \"\$(ethtool -i \$i 2>/dev/null | sed -n 's/^bus-info: //p')\" = $REMOTE_DEV ] && ip addr replace 10.79.3.2/24 dev \$i

@@ -76,16 +76,9 @@ net_up() { # SIDE DEV IP NS
 # Both ends: drivers, ib devices, netdevs with addresses, ping across.
 ends_up() {
 	modprobe ntrdma && { ! is_pair || peer "modprobe ntrdma"; } || return 1
-	wait_for 10 ibdev_of "$LOCAL_DEV" >/dev/null || return 1
-	IBDEV=$(ibdev_of "$LOCAL_DEV")
-	if is_pair; then
-		PEER_IBDEV=$(peer ". $NTRDMA_ROOT/selftests/lib/env.sh; . $NTRDMA_ROOT/selftests/lib/verbs.sh; wait_for 10 ibdev_of $REMOTE_DEV >/dev/null; ibdev_of $REMOTE_DEV")
-		TCP_IP=$B_IP
-	else
-		wait_for 10 ibdev_of "$REMOTE_DEV" >/dev/null || return 1
-		PEER_IBDEV=$(ibdev_of "$REMOTE_DEV")
-		TCP_IP=127.0.0.1
-	fi
+	find_ibdevs || return 1
+	TCP_IP=127.0.0.1
+	is_pair && TCP_IP=$B_IP
 	wait_for 10 net_up A "$LOCAL_DEV" $A_IP soA || return 1
 	wait_for 10 net_up B "$REMOTE_DEV" $B_IP soB || return 1
 	wait_for 20 port_is "$IBDEV" PORT_ACTIVE || return 1

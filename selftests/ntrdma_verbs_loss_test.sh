@@ -28,20 +28,12 @@ fi
 # QP numbers over TCP; in the loop topology over 127.0.0.1).
 ends_up() {
 	modprobe ntrdma && { ! is_pair || peer "modprobe ntrdma"; } || return 1
-	wait_for 10 ibdev_of "$LOCAL_DEV" >/dev/null || return 1
-	IBDEV=$(ibdev_of "$LOCAL_DEV")
+	find_ibdevs || return 1
+	SERVER_IP=127.0.0.1
 	if is_pair; then
-		PEER_IBDEV=$(peer ". $NTRDMA_ROOT/selftests/lib/env.sh; . $NTRDMA_ROOT/selftests/lib/verbs.sh; wait_for 10 ibdev_of $REMOTE_DEV >/dev/null; ibdev_of $REMOTE_DEV")
-		NETDEV=$(netdev_of "$LOCAL_DEV")
-		ip addr replace "$A_IP/24" dev "$NETDEV" && ip link set "$NETDEV" up
-		peer ". $NTRDMA_ROOT/selftests/lib/env.sh; . $NTRDMA_ROOT/selftests/lib/verbs.sh;
-		      n=\$(netdev_of $REMOTE_DEV); ip addr replace $B_IP/24 dev \$n && ip link set \$n up"
+		pair_addrs "$A_IP" "$B_IP" || return 1
 		SERVER_IP=$B_IP
 		wait_for 15 ping -c1 -W1 "$B_IP" >/dev/null 2>&1 || return 1
-	else
-		wait_for 10 ibdev_of "$REMOTE_DEV" >/dev/null || return 1
-		PEER_IBDEV=$(ibdev_of "$REMOTE_DEV")
-		SERVER_IP=127.0.0.1
 	fi
 	install_provider || return 1
 	wait_for 10 port_is "$IBDEV" PORT_ACTIVE

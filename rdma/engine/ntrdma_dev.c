@@ -106,6 +106,43 @@ bool ntrdma_dev_dma_copies(struct ntrdma_dev *ndev)
 }
 
 /**
+ * ntrdma_dev_peer_reach() - how far the flat window reaches
+ * @ndev: the device
+ *
+ * Return: the bytes of the peer's DMA address space the flat window maps
+ * (from address 0): where placements and peer reads may go.
+ */
+u64 ntrdma_dev_peer_reach(struct ntrdma_dev *ndev)
+{
+	return ndev->flat_size;
+}
+
+/**
+ * ntrdma_dev_peer_read() - read the peer's memory through the flat window
+ * @ndev: the device
+ * @addr: the peer's DMA address
+ * @buf: where to
+ * @len: bytes
+ *
+ * Process context; for rare bulk reads (an export's page list): a read
+ * across the bridge is slow on hardware. The peer's data is not checked.
+ *
+ * Return: 0, -ENOLINK without a session, -EINVAL outside the window.
+ */
+int ntrdma_dev_peer_read(struct ntrdma_dev *ndev, u64 addr, void *buf,
+			 size_t len)
+{
+	u64 end;
+
+	if (check_add_overflow(addr, (u64)len, &end) || end > ndev->flat_size)
+		return -EINVAL;
+	if (!ntrdma_link_is_up(ndev))
+		return -ENOLINK;
+	memcpy_fromio(buf, ndev->flat + addr, len);
+	return 0;
+}
+
+/**
  * ntrdma_dev_set_netdev() - publish the device's network interface
  * @ndev: the device
  * @netdev: the interface, or NULL when it goes

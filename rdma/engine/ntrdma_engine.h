@@ -63,12 +63,16 @@ struct ntb_dev *ntrdma_dev_ntb(struct ntrdma_dev *ndev);
 struct device *ntrdma_dev_parent(struct ntrdma_dev *ndev);
 struct device *ntrdma_dev_dma_device(struct ntrdma_dev *ndev);
 bool ntrdma_dev_dma_copies(struct ntrdma_dev *ndev);
+int ntrdma_dev_peer_read(struct ntrdma_dev *ndev, u64 addr, void *buf,
+			 size_t len);
+u64 ntrdma_dev_peer_reach(struct ntrdma_dev *ndev);
 void ntrdma_dev_set_netdev(struct ntrdma_dev *ndev, struct net_device *netdev);
 struct net_device *ntrdma_dev_netdev(struct ntrdma_dev *ndev);
 
 /* ---- link (ntrdma_link.c) ---- */
 
 bool ntrdma_link_is_up(struct ntrdma_dev *ndev);
+u32 ntrdma_link_session(struct ntrdma_dev *ndev);
 void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what);
 
 /* ---- command channel (ntrdma_cmd.c) ---- */
@@ -114,6 +118,14 @@ struct ntrdma_tqp_sge {
 	u32 len;
 };
 
+/* Direct placement: @len bytes of @page from @off to the peer's @dst. */
+struct ntrdma_tqp_piece {
+	u64 dst;
+	struct page *page;
+	u32 off;
+	u32 len;
+};
+
 /* A received message: ring position of its buffer, length, meta word. */
 struct ntrdma_tqp_rcomp {
 	u32 pos;
@@ -142,6 +154,9 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 void ntrdma_tqp_send_flush(struct ntrdma_tqp *tqp);
 bool ntrdma_tqp_send_ready(struct ntrdma_tqp *tqp);
 u64 ntrdma_tqp_doorbells(struct ntrdma_tqp *tqp);
+int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
+		     int n);
+u64 ntrdma_tqp_placed(struct ntrdma_tqp *tqp);
 
 /* ---- fault injection for the selftests (ntrdma_fault.c) ---- */
 

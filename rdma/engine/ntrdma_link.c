@@ -55,6 +55,21 @@ bool ntrdma_link_is_up(struct ntrdma_dev *ndev)
 	return READ_ONCE(ndev->state) == NTRDMA_LINK_UP;
 }
 
+/**
+ * ntrdma_link_session() - which session runs
+ * @ndev: the device
+ *
+ * Any context. Sessions are numbered from 1 as they come up on this side,
+ * so a face can tell whether something it did belongs to the session that
+ * runs now.
+ *
+ * Return: the running session's number, 0 when the link is down.
+ */
+u32 ntrdma_link_session(struct ntrdma_dev *ndev)
+{
+	return ntrdma_link_is_up(ndev) ? READ_ONCE(ndev->session) : 0;
+}
+
 static u32 ntrdma_new_epoch(u32 old)
 {
 	u32 e;
@@ -165,6 +180,7 @@ static void ntrdma_go_up(struct ntrdma_dev *ndev)
 	ndev->hb_seen_at = jiffies;
 	ndev->hb_misses = 0;
 	ntrdma_vdb_reset(ndev);
+	WRITE_ONCE(ndev->session, ndev->session + 1 ?: 1);
 	WRITE_ONCE(ndev->state, NTRDMA_LINK_UP);
 	ntrdma_hb_send(ndev);
 	atomic64_inc(&ndev->stats.link_up_events);

@@ -123,6 +123,7 @@ struct ntrdma_tqp {
 	struct delayed_work tail_work;	/* completes the tail slot */
 	bool dma_wake;		/* a sender waits for a DMA completion */
 	u64 doorbells;
+	u64 placed;		/* pieces ntrdma_tqp_place() wrote */
 	struct ntrdma_tqp_slot *slot;
 	struct ntrdma_wire_cqe *stage;	/* completions the DMA copies */
 	dma_addr_t stage_dma;
@@ -163,6 +164,7 @@ struct ntrdma_dev {
 	bool hw_up;
 	u32 epoch;			/* ours, this session */
 	u32 peer_epoch;			/* accepted peer session, 0 if none */
+	u32 session;			/* sessions up so far (1, 2, ...) */
 	u32 hb_seq;			/* our heartbeat counter */
 	u32 hb_seen;			/* last peer heartbeat seen */
 	unsigned long hb_seen_at;	/* jiffies */

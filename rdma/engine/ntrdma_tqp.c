@@ -892,6 +892,76 @@ out:
 	return rc;
 }
 
+/* Every piece lies in the flat window (sums overflow-checked). */
+static bool tqp_pieces_reach(struct ntrdma_tqp *tqp,
+			     const struct ntrdma_tqp_piece *pc, int n)
+{
+	u64 end;
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (check_add_overflow(pc[i].dst, (u64)pc[i].len, &end) ||
+		    end > tqp->ndev->flat_size ||
+		    pc[i].off + pc[i].len > PAGE_SIZE)
+			return false;
+	return true;
+}
+
+/**
+ * ntrdma_tqp_place() - write bytes straight into the peer's memory, in order
+ * @tqp: the TQP whose order the writes keep
+ * @pc: the pieces: @len bytes of @page from @off each, to the peer's DMA
+ *	address @dst (what the flat window reaches there)
+ * @n: how many (at most NTRDMA_TQP_MAX_SGE)
+ *
+ * Direct placement (the verbs face's RDMA WRITE into an MR the peer
+ * exported). The CPU copies, now: after every earlier send of @tqp has
+ * reached the peer (with DMA copies of @tqp in flight it waits for them:
+ * -ENOSPC, and tx_space follows) and before any later one starts. Any
+ * context but hard irq.
+ *
+ * Return: 0 once the bytes are written, -ENOSPC (see above), -ENOLINK
+ * without a session, -EINVAL for a piece outside the window.
+ */
+int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
+		     int n)
+{
+	unsigned long flags;
+	void *va;
+	int i, rc = 0;
+
+	if (n < 1 || n > NTRDMA_TQP_MAX_SGE || !tqp_pieces_reach(tqp, pc, n))
+		return -EINVAL;
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	if (!READ_ONCE(tqp->active) || !tqp_peer(tqp)) {
+		rc = -ENOLINK;
+	} else if (tqp->tail || tqp->tx_done != tqp->tx_pos) {
+		tqp->dma_wake = true;	/* after the copies in flight */
+		rc = -ENOSPC;
+	} else {
+		for (i = 0; i < n; i++) {
+			va = kmap_local_page(pc[i].page);
+			memcpy_toio(tqp->ndev->flat + pc[i].dst,
+				    va + pc[i].off, pc[i].len);
+			kunmap_local(va);
+		}
+		tqp->placed += n;
+	}
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+	return rc;
+}
+
+/**
+ * ntrdma_tqp_placed() - pieces ntrdma_tqp_place() wrote
+ * @tqp: the TQP
+ *
+ * Return: the count since creation (a statistic).
+ */
+u64 ntrdma_tqp_placed(struct ntrdma_tqp *tqp)
+{
+	return READ_ONCE(tqp->placed);
+}
+
 /**
  * ntrdma_tqp_send_flush() - let sends made with @more go
  * @tqp: the TQP

@@ -107,6 +107,9 @@ enum ntrdma_cmd_op {
 	NTRDMA_CMD_CM_ACCEPT,
 	NTRDMA_CMD_CM_REJECT,
 	NTRDMA_CMD_CM_DISC,
+	NTRDMA_CMD_MR_EXPORT,	/* verbs direct placement: an MR we export */
+	NTRDMA_CMD_MR_REVOKE,	/* ...no longer (answered once quiesced) */
+	NTRDMA_CMD_QP_EXPORT,	/* ...a QP that takes placements, or not */
 	NTRDMA_CMD_OPS = 32
 };
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -306,6 +307,89 @@ TEST(VxHdr, RejectsShortSegmentsUnknownOpsAndFlags) {
     h.op = NTRDMA_VX_SEND;
     h.flags |= 0x80;
     EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr), 0);
+}
+
+TEST(VxHdr, SkippedOnlyOnARequestsFirstSegment) {
+    auto h = VxHdr(NTRDMA_VX_SEND, NTRDMA_VX_FIRST | NTRDMA_VX_SKIPPED, 0, 100);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&h, kHdr + 60), 0);
+    auto rd =
+        VxHdr(NTRDMA_VX_READ_REQ, NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_SKIPPED, 0, 64);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&rd, kHdr), 0);
+    auto later = VxHdr(NTRDMA_VX_WRITE, NTRDMA_VX_LAST | NTRDMA_VX_SKIPPED, 60, 100);
+    EXPECT_NE(ntrdma_vx_check_hdr(&later, kHdr + 40), 0);
+    auto ack = VxHdr(NTRDMA_VX_ACK, NTRDMA_VX_FIRST | NTRDMA_VX_SKIPPED, 0, 0);
+    EXPECT_NE(ntrdma_vx_check_hdr(&ack, kHdr), 0);
+}
+
+// ---- direct placement exports ----
+
+ntrdma_wire_mr_export Export(u64 first_off, u64 length) {
+    ntrdma_wire_mr_export e{};
+    e.key = 0x1234;
+    e.pd = 1;
+    e.access = 0x2;
+    e.first_off = static_cast<u32>(first_off);
+    e.length = length;
+    e.iova = 0x10000;
+    e.npages = static_cast<u32>(ntrdma_export_npages(first_off, length));
+    e.first = 0;
+    e.count = std::min(e.npages, NTRDMA_EXPORT_CHUNK);
+    e.list = 0x8000;
+    return e;
+}
+
+TEST(MrExport, AcceptsConsistentChunks) {
+    auto e = Export(100, 8192);
+    EXPECT_EQ(e.npages, 3u);
+    EXPECT_EQ(ntrdma_wire_check_mr_export(&e, 1000), 0);
+    auto big = Export(0, 4096ull * 1000);
+    big.first = NTRDMA_EXPORT_CHUNK;
+    big.count = 1000 - NTRDMA_EXPORT_CHUNK;
+    EXPECT_EQ(ntrdma_wire_check_mr_export(&big, 1000), 0);
+}
+
+TEST(MrExport, RejectsInconsistentOrHostileChunks) {
+    auto e = Export(100, 8192);
+    e.npages = 2;  // does not cover the range
+    EXPECT_NE(ntrdma_wire_check_mr_export(&e, 1000), 0);
+    e = Export(4096, 10);  // offset beyond a page
+    EXPECT_NE(ntrdma_wire_check_mr_export(&e, 1000), 0);
+    e = Export(0, 4096ull * 2000);  // more pages than we hold lists for
+    EXPECT_NE(ntrdma_wire_check_mr_export(&e, 1000), 0);
+    e = Export(0, 8192);
+    e.first = 1;
+    e.count = 2;  // past the last page
+    EXPECT_NE(ntrdma_wire_check_mr_export(&e, 1000), 0);
+    e = Export(0, 8192);
+    e.iova = ~0ull - 100;  // the range wraps
+    EXPECT_NE(ntrdma_wire_check_mr_export(&e, 1000), 0);
+    e = Export(0, 8192);
+    e.access = 0x1;  // local write is not the peer's business
+    EXPECT_NE(ntrdma_wire_check_mr_export(&e, 1000), 0);
+    e = Export(0, 8192);
+    e.key = 0;
+    EXPECT_NE(ntrdma_wire_check_mr_export(&e, 1000), 0);
+    e = Export(0, 8192);
+    e.count = 0;
+    EXPECT_NE(ntrdma_wire_check_mr_export(&e, 1000), 0);
+}
+
+TEST(MrExport, PageAddressesMustBeAlignedAndInTheWindow) {
+    EXPECT_EQ(ntrdma_wire_check_export_page(0x1000, 0x10000), 0);
+    EXPECT_EQ(ntrdma_wire_check_export_page(0xf000, 0x10000), 0);
+    EXPECT_NE(ntrdma_wire_check_export_page(0x1001, 0x10000), 0);
+    EXPECT_NE(ntrdma_wire_check_export_page(0x10000, 0x10000), 0);
+    EXPECT_NE(ntrdma_wire_check_export_page(~0ull & ~0xfffull, 0x10000), 0);
+}
+
+TEST(QpExport, NumbersAre24BitsAndUpIsABool) {
+    ntrdma_wire_qp_export q{2, 1, 0x2, 3, 1};
+    EXPECT_EQ(ntrdma_wire_check_qp_export(&q), 0);
+    q.dest_qpn = 1u << 24;
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
+    q.dest_qpn = 3;
+    q.up = 2;
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
 }
 
 TEST(VxHdr, RejectsPayloadBeyondTheMessageIncludingOverflow) {

@@ -47,3 +47,27 @@ port_state() {
 }
 
 port_is() { [ "$(port_state "$1")" = "$2" ]; }
+
+# peer_lib CMD: CMD (no single quotes in it) on the peer's host, in bash
+# with env.sh and this file loaded.
+peer_lib() {
+	peer "exec bash -c '. $NTRDMA_ROOT/selftests/lib/env.sh; . $NTRDMA_ROOT/selftests/lib/verbs.sh; $1'"
+}
+
+# find_ibdevs: IBDEV (the ib device of $LOCAL_DEV, here) and PEER_IBDEV (of
+# $REMOTE_DEV, on the peer's host), each waited for up to 10 s.
+find_ibdevs() {
+	wait_for 10 ibdev_of "$LOCAL_DEV" >/dev/null || return 1
+	IBDEV=$(ibdev_of "$LOCAL_DEV")
+	PEER_IBDEV=$(peer_lib "wait_for 10 ibdev_of $REMOTE_DEV >/dev/null; ibdev_of $REMOTE_DEV")
+	[ -n "$PEER_IBDEV" ]
+}
+
+# pair_addrs ADDR PEER_ADDR: (pair topology) both netdevs up, ADDR/24 on
+# ours, PEER_ADDR/24 on the peer's.
+pair_addrs() {
+	local n
+	n=$(netdev_of "$LOCAL_DEV") || return 1
+	ip addr replace "$1/24" dev "$n" && ip link set "$n" up || return 1
+	peer_lib "n=\$(netdev_of $REMOTE_DEV) && ip addr replace $2/24 dev \$n && ip link set \$n up"
+}

@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA verbs face: direct placement, exporting side. Our user MRs with
+ * remote write access and our connected QPs are made known to the peer
+ * (ntrdma_rmr.c is the peer's side), so that its WRITEs land in the MR
+ * pages without our CPU.
+ *
+ * What is exported: an MR's key, PD number, access, iova range and the DMA
+ * addresses of its pages, mapped for the NTB's PCI device (IOVAs under an
+ * IOMMU); never a kernel pointer. Only MRs a user registered for remote
+ * write; only while the MR is registered.
+ *
+ * Revocation: an exported MR holds one extra reference (the export's).
+ * dereg_mr asks the peer to revoke; the peer answers once no placement into
+ * the pages is in flight, and the export's reference goes. When the session
+ * ended first, the peer may not have noticed yet: the reference stays until
+ * the peer provably stopped (it accepted a later session, which it does
+ * only after its own end of the old one, or the device goes with the peer
+ * quiet), so dereg returns with the pages pinned and the MR's last
+ * reference frees it (the orphan rule of ntrdma_mem.c). An unanswered
+ * revocation ends the session.
+ *
+ * QPs: a QP is exported when it enters RTR or RTS (or its access or
+ * destination changes there) and withdrawn when it leaves them by
+ * modify_qp or destroy. These go through an ordered work, never waiting in
+ * the caller's context. A QP the data path moves to ERR stays exported
+ * until then: placements through it still land in MRs that are exported,
+ * which is a matter of IB semantics, not of memory safety.
+ */
+
+#include <linux/dma-mapping.h>
+#include <linux/slab.h>
+#include <linux/workqueue.h>
+
+#include "ntrdma_ib.h"
+
+struct ntrdma_export {
+	struct ntrdma_ib *nib;
+	struct mutex lock;		/* exported MRs and their sessions */
+	struct list_head mrs;		/* exported MRs (mr->export_link) */
+	spinlock_t qp_lock;		/* qp_msgs */
+	struct list_head qp_msgs;	/* QP exports to send, in order */
+	struct workqueue_struct *wq;	/* ordered */
+	struct work_struct qp_work;
+	struct work_struct up_work;	/* a session came up */
+};
+
+struct export_qp_msg {
+	struct list_head link;
+	u32 session;
+	struct ntrdma_wire_qp_export q;
+};
+
+static struct device *export_dev(struct ntrdma_ib *nib)
+{
+	return ntrdma_dev_dma_device(nib->ndev);
+}
+
+/* Map the MR's pages for the NTB device (what the peer's window reaches). */
+static int export_map(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	struct device *dev = export_dev(nib);
+	dma_addr_t *dma;
+	u32 i;
+
+	dma = kvmalloc_array(mr->nupages, sizeof(*dma), GFP_KERNEL);
+	if (!dma)
+		return -ENOMEM;
+	for (i = 0; i < mr->nupages; i++) {
+		dma[i] = dma_map_page(dev, mr->upages[i], 0, PAGE_SIZE,
+				      DMA_BIDIRECTIONAL);
+		if (dma_mapping_error(dev, dma[i]))
+			goto err;
+	}
+	mr->export_dma = dma;
+	return 0;
+err:
+	while (i--)
+		dma_unmap_page(dev, dma[i], PAGE_SIZE, DMA_BIDIRECTIONAL);
+	kvfree(dma);
+	return -ENOMEM;
+}
+
+/**
+ * ntrdma_export_unmap() - undo the export mapping of an MR being freed
+ * @mr: the MR (no export reference left)
+ */
+void ntrdma_export_unmap(struct ntrdma_mr *mr)
+{
+	struct device *dev;
+	u32 i;
+
+	if (!mr->export_dma)
+		return;
+	dev = export_dev(to_nib(mr->ibmr.device));
+	for (i = 0; i < mr->nupages; i++)
+		dma_unmap_page(dev, mr->export_dma[i], PAGE_SIZE,
+			       DMA_BIDIRECTIONAL);
+	kvfree(mr->export_dma);
+	mr->export_dma = NULL;
+}
+
+/*
+ * The DMA address of export page @j (NTRDMA_EXPORT_PAGE bytes, counted from
+ * the one holding the MR's first byte) in our pages of PAGE_SIZE.
+ */
+static u64 export_page_dma(struct ntrdma_mr *mr, u64 j)
+{
+	u64 byte = rounddown(ib_umem_offset(mr->umem), NTRDMA_EXPORT_PAGE) +
+		   j * NTRDMA_EXPORT_PAGE;
+
+	return mr->export_dma[byte >> PAGE_SHIFT] + (byte & ~PAGE_MASK);
+}
+
+/* Send the MR's export in chunks; the list pages go through @list. */
+static int export_send(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
+		       u64 *list, dma_addr_t list_dma)
+{
+	struct ntrdma_wire_mr_export e = {
+		.key = mr->key,
+		.pd = to_npd(mr->ibmr.pd)->id,
+		.access = mr->access & NTRDMA_EXPORT_ACCESS,
+		.iova = mr->iova,
+		.length = mr->length,
+		.first_off = ib_umem_offset(mr->umem) % NTRDMA_EXPORT_PAGE,
+		.list = list_dma,
+	};
+	struct device *dev = export_dev(nib);
+	int rc = 0;
+	u32 i;
+
+	e.npages = ntrdma_export_npages(e.first_off, e.length);
+	BUILD_BUG_ON(PAGE_SIZE % NTRDMA_EXPORT_PAGE);
+	if (ntrdma_export_npages(ib_umem_offset(mr->umem), e.length) >
+	    (u64)mr->nupages << (PAGE_SHIFT - ilog2(NTRDMA_EXPORT_PAGE)))
+		return -EINVAL;
+	for (e.first = 0; !rc && e.first < e.npages; e.first += e.count) {
+		e.count = min(e.npages - e.first, NTRDMA_EXPORT_CHUNK);
+		dma_sync_single_for_cpu(dev, list_dma, PAGE_SIZE,
+					DMA_TO_DEVICE);
+		for (i = 0; i < e.count; i++)
+			list[i] = export_page_dma(mr, e.first + i);
+		dma_sync_single_for_device(dev, list_dma, PAGE_SIZE,
+					   DMA_TO_DEVICE);
+		rc = ntrdma_cmd_call(nib->ndev, NTRDMA_CMD_MR_EXPORT, &e,
+				     sizeof(e), NULL, 0, NULL,
+				     NTRDMA_CMD_TIMEOUT_MS);
+	}
+	return rc;
+}
+
+/* Export @mr in the running session @session: 0 when the peer has it. */
+static int export_mr_locked(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
+			    u32 session)
+{
+	struct device *dev = export_dev(nib);
+	dma_addr_t list_dma;
+	u64 *list;
+	int rc;
+
+	lockdep_assert_held(&nib->exp->lock);
+	if (!mr->export_dma && export_map(nib, mr))
+		return -ENOMEM;
+	BUILD_BUG_ON(NTRDMA_EXPORT_CHUNK * sizeof(u64) > PAGE_SIZE);
+	list = (u64 *)__get_free_page(GFP_KERNEL);
+	if (!list)
+		return -ENOMEM;
+	list_dma = dma_map_single(dev, list, PAGE_SIZE, DMA_TO_DEVICE);
+	if (dma_mapping_error(dev, list_dma)) {
+		free_page((unsigned long)list);
+		return -ENOMEM;
+	}
+	rc = export_send(nib, mr, list, list_dma);
+	dma_unmap_single(dev, list_dma, PAGE_SIZE, DMA_TO_DEVICE);
+	free_page((unsigned long)list);
+	if (rc)
+		return rc;
+	if (!mr->export_session) {
+		refcount_inc(&mr->refs);	/* the export's */
+		list_add_tail(&mr->export_link, &nib->exp->mrs);
+	}
+	mr->export_session = session;
+	return 0;
+}
+
+/* The export of @mr is over everywhere: its reference goes. */
+static void export_drop(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	lockdep_assert_held(&nib->exp->lock);
+	list_del(&mr->export_link);
+	mr->export_session = 0;
+	ntrdma_mr_put(mr);
+}
+
+static bool export_wanted(struct ntrdma_mr *mr)
+{
+	return ntrdma_direct_placement && mr->kind == NTRDMA_MR_USER &&
+	       (mr->access & IB_ACCESS_REMOTE_WRITE);
+}
+
+/**
+ * ntrdma_export_mr() - tell the peer about a registered MR
+ * @nib: the verbs device
+ * @mr: a user MR, published in the key table
+ *
+ * Process context. Nothing happens for an MR without remote write access,
+ * without a session or with direct placement off; a failure only means the
+ * peer's WRITEs to it take the checked path.
+ */
+void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	u32 session = ntrdma_link_session(nib->ndev);
+	int rc;
+
+	if (!export_wanted(mr) || !session)
+		return;
+	mutex_lock(&nib->exp->lock);
+	/* dereg may have unpublished it: an export would outlive it */
+	if (xa_load(&nib->mr_xa, mr->index) == mr &&
+	    mr->export_session != session) {
+		rc = export_mr_locked(nib, mr, session);
+		if (rc)
+			ibdev_dbg(&nib->ibdev, "MR %u not exported (%d): the checked path serves it\n",
+				  mr->index, rc);
+	}
+	mutex_unlock(&nib->exp->lock);
+}
+
+/**
+ * ntrdma_unexport_mr() - the peer stops placing into @mr
+ * @nib: the verbs device
+ * @mr: an MR being deregistered (already out of the key table)
+ *
+ * Process context; bounded by the command timeout.
+ *
+ * Return: true when no placement of the peer can reach the pages any more
+ * (never exported, or revoked); false when that is not known yet: the
+ * export's reference stays until the peer provably left the session.
+ */
+bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	struct ntrdma_wire_mr_revoke r = { .key = mr->key };
+	bool done = true;
+	int rc;
+
+	mutex_lock(&nib->exp->lock);
+	if (!mr->export_session)
+		goto out;
+	done = false;
+	if (mr->export_session != ntrdma_link_session(nib->ndev))
+		goto out;
+	rc = ntrdma_cmd_call(nib->ndev, NTRDMA_CMD_MR_REVOKE, &r, sizeof(r),
+			     NULL, 0, NULL, NTRDMA_CMD_TIMEOUT_MS);
+	if (!rc) {
+		export_drop(nib, mr);
+		done = true;
+	} else if (rc == -ETIMEDOUT) {
+		ntrdma_link_proto_error(nib->ndev, "an MR revocation went unanswered");
+	}
+out:
+	mutex_unlock(&nib->exp->lock);
+	if (!done)
+		ibdev_info_ratelimited(&nib->ibdev, "dereg of MR %u: the peer may still place into it until it leaves the ended session: its pages stay pinned until then\n",
+				       mr->index);
+	return done;
+}
+
+/* ---- QPs ---- */
+
+static void export_qp_work(struct work_struct *work)
+{
+	struct ntrdma_export *exp = container_of(work, struct ntrdma_export,
+						 qp_work);
+	struct export_qp_msg *m;
+
+	for (;;) {
+		spin_lock_irq(&exp->qp_lock);
+		m = list_first_entry_or_null(&exp->qp_msgs,
+					     struct export_qp_msg, link);
+		if (m)
+			list_del(&m->link);
+		spin_unlock_irq(&exp->qp_lock);
+		if (!m)
+			return;
+		/* The peer forgot the QPs of an ended session. */
+		if (m->session == ntrdma_link_session(exp->nib->ndev))
+			ntrdma_cmd_call(exp->nib->ndev, NTRDMA_CMD_QP_EXPORT,
+					&m->q, sizeof(m->q), NULL, 0, NULL,
+					NTRDMA_CMD_TIMEOUT_MS);
+		kfree(m);
+	}
+}
+
+/**
+ * ntrdma_export_qp() - tell the peer that @qp takes placements, or not
+ * @qp: the QP (process context, its mutex held)
+ * @up: RTR or RTS with its current attributes; false: no more
+ *
+ * Queued: sent in order from the export work.
+ */
+void ntrdma_export_qp(struct ntrdma_qp *qp, bool up)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	struct export_qp_msg *m;
+	u32 session = ntrdma_link_session(nib->ndev);
+
+	lockdep_assert_held(&qp->lock);
+	if (!ntrdma_direct_placement || !session || (!up && !qp->exported))
+		return;
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m)
+		return;		/* the checked path serves it */
+	m->session = session;
+	m->q.qpn = qp->ibqp.qp_num;
+	m->q.pd = to_npd(qp->ibqp.pd)->id;
+	m->q.access = qp->qp_access_flags & NTRDMA_EXPORT_ACCESS;
+	m->q.dest_qpn = qp->dest_qp_num;
+	m->q.up = up;
+	qp->exported = up;
+	spin_lock_irq(&nib->exp->qp_lock);
+	list_add_tail(&m->link, &nib->exp->qp_msgs);
+	spin_unlock_irq(&nib->exp->qp_lock);
+	queue_work(nib->exp->wq, &nib->exp->qp_work);
+}
+
+/* ---- sessions ---- */
+
+/*
+ * A session came up: the peer left every earlier one, so the exports of
+ * those are over (their references go); then the MRs still registered are
+ * exported into this one.
+ */
+static void export_up_work(struct work_struct *work)
+{
+	struct ntrdma_export *exp = container_of(work, struct ntrdma_export,
+						 up_work);
+	struct ntrdma_ib *nib = exp->nib;
+	u32 session = ntrdma_link_session(nib->ndev);
+	struct ntrdma_mr *mr, *tmp;
+	unsigned long i;
+
+	if (!session)
+		return;
+	/* dereg waits for this lock before it frees: the walk is safe */
+	mutex_lock(&exp->lock);
+	list_for_each_entry_safe(mr, tmp, &exp->mrs, export_link)
+		if (mr->export_session != session)
+			export_drop(nib, mr);
+	xa_for_each(&nib->mr_xa, i, mr)
+		if (export_wanted(mr) && mr->export_session != session &&
+		    export_mr_locked(nib, mr, session))
+			break;	/* the session ended meanwhile */
+	mutex_unlock(&exp->lock);
+}
+
+/**
+ * ntrdma_export_link_up() - a session came up (process context)
+ * @nib: the verbs device
+ */
+void ntrdma_export_link_up(struct ntrdma_ib *nib)
+{
+	queue_work(nib->exp->wq, &nib->exp->up_work);
+}
+
+/**
+ * ntrdma_export_init() - the exporting side of a verbs device
+ * @nib: the device being added
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int ntrdma_export_init(struct ntrdma_ib *nib)
+{
+	struct ntrdma_export *exp;
+
+	exp = kzalloc(sizeof(*exp), GFP_KERNEL);
+	if (!exp)
+		return -ENOMEM;
+	exp->wq = alloc_ordered_workqueue("%s_exp", 0,
+					  ntrdma_dev_name(nib->ndev));
+	if (!exp->wq) {
+		kfree(exp);
+		return -ENOMEM;
+	}
+	exp->nib = nib;
+	mutex_init(&exp->lock);
+	INIT_LIST_HEAD(&exp->mrs);
+	spin_lock_init(&exp->qp_lock);
+	INIT_LIST_HEAD(&exp->qp_msgs);
+	INIT_WORK(&exp->qp_work, export_qp_work);
+	INIT_WORK(&exp->up_work, export_up_work);
+	nib->exp = exp;
+	return 0;
+}
+
+/**
+ * ntrdma_export_fini() - the device goes (every MR is deregistered)
+ * @nib: the device
+ * @peer_quiet: the peer provably no longer writes our memory: the exports
+ *	left are over (else their MRs stay pinned, as orphans)
+ */
+void ntrdma_export_fini(struct ntrdma_ib *nib, bool peer_quiet)
+{
+	struct ntrdma_export *exp = nib->exp;
+	struct export_qp_msg *m, *mt;
+	struct ntrdma_mr *mr, *tmp;
+
+	destroy_workqueue(exp->wq);
+	list_for_each_entry_safe(m, mt, &exp->qp_msgs, link)
+		kfree(m);
+	mutex_lock(&exp->lock);
+	list_for_each_entry_safe(mr, tmp, &exp->mrs, export_link) {
+		if (peer_quiet)
+			export_drop(nib, mr);
+	}
+	if (!list_empty(&exp->mrs))
+		ibdev_warn(&nib->ibdev, "the peer may still place into deregistered MRs: their pages stay pinned\n");
+	mutex_unlock(&exp->lock);
+	nib->exp = NULL;
+	/* Orphans still on the list keep nothing of @exp but this. */
+	if (list_empty(&exp->mrs))
+		kfree(exp);
+}

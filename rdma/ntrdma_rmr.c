@@ -1,0 +1,446 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA verbs face: direct placement, requester side. The peer exports
+ * MRs (key, PD, access, iova range, the DMA addresses of their pages) and
+ * QPs (PD, access, which of our QPs each talks to) over the command channel
+ * (ntrdma_export.c is the exporting side); an RDMA WRITE whose every check
+ * passes here is written by our CPU straight into the target's pages
+ * through the flat window, in the order of the verbs TQP: no receive
+ * buffer, no copy and no work on the target.
+ *
+ * Everything the peer sends is checked first: sizes, counts, and every page
+ * address against the window. A WRITE places only when the QP it goes to
+ * is exported, connected to ours and allows remote writes, and the rkey
+ * names an export of the same PD with remote write over the whole range;
+ * anything else (an rkey not exported, a range error...) takes the checked
+ * path through the target, which answers with the IB error a HCA gives.
+ *
+ * Revocation: an export leaves the tables under place_lock, and every
+ * placement looks up and copies under place_lock, so once a handler has
+ * taken and dropped the lock no placement into the revoked pages is in
+ * flight, and only then does it answer. The session ending clears all.
+ */
+
+#include <linux/highmem.h>
+#include <linux/mm.h>
+#include <linux/moduleparam.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+
+#include "ntrdma_ib.h"
+
+bool ntrdma_direct_placement = true;
+module_param_named(direct_placement, ntrdma_direct_placement, bool, 0444);
+MODULE_PARM_DESC(direct_placement,
+		 "Export remote-write MRs to the peer and place RDMA WRITEs straight into the peer's (default 1; 0: every byte through the target's checked copy, for a peer kernel that is not trusted)");
+
+/* Pages of the peer's MRs we hold lists for (a peer cannot exhaust us). */
+#define NTRDMA_IMPORT_PAGES	BIT(22)
+
+struct ntrdma_rmr {
+	u32 key;
+	u32 pd;
+	u32 access;
+	u32 npages;
+	u32 first_off;
+	u32 filled;		/* pages listed so far; usable when all */
+	u64 iova;
+	u64 length;
+	u64 page[];
+};
+
+struct ntrdma_rqp {
+	u32 pd;
+	u32 access;
+	u32 dest_qpn;
+};
+
+/* No placement that found @nib's old entry is still copying. */
+static void rmr_drain(struct ntrdma_ib *nib)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&nib->place_lock, flags);
+	spin_unlock_irqrestore(&nib->place_lock, flags);
+}
+
+static void rmr_free(struct ntrdma_ib *nib, struct ntrdma_rmr *rmr)
+{
+	atomic_sub(rmr->npages, &nib->rmr_pages);
+	kvfree(rmr);
+}
+
+/* The entry a chunk of export @e fills: a new one for its first chunk. */
+static struct ntrdma_rmr *rmr_for_chunk(struct ntrdma_ib *nib,
+					const struct ntrdma_wire_mr_export *e)
+{
+	struct ntrdma_rmr *rmr;
+
+	if (e->first) {
+		rmr = xa_load(&nib->rmr_xa, e->key >> 8);
+		if (!rmr || rmr->key != e->key || rmr->npages != e->npages ||
+		    rmr->filled != e->first)
+			return ERR_PTR(-EINVAL);
+		return rmr;
+	}
+	if (atomic_add_return(e->npages, &nib->rmr_pages) > NTRDMA_IMPORT_PAGES) {
+		atomic_sub(e->npages, &nib->rmr_pages);
+		return ERR_PTR(-ENOSPC);
+	}
+	rmr = kvzalloc(struct_size(rmr, page, e->npages), GFP_KERNEL);
+	if (!rmr) {
+		atomic_sub(e->npages, &nib->rmr_pages);
+		return ERR_PTR(-ENOMEM);
+	}
+	rmr->key = e->key;
+	rmr->pd = e->pd;
+	rmr->access = e->access;
+	rmr->npages = e->npages;
+	rmr->first_off = e->first_off;
+	rmr->iova = e->iova;
+	rmr->length = e->length;
+	return rmr;
+}
+
+/* Read the chunk's page addresses into @rmr and check each. */
+static int rmr_read_chunk(struct ntrdma_ib *nib, struct ntrdma_rmr *rmr,
+			  const struct ntrdma_wire_mr_export *e)
+{
+	u64 reach = ntrdma_dev_peer_reach(nib->ndev);
+	u64 *list = &rmr->page[e->first];
+	unsigned long flags;
+	u32 i;
+	int rc;
+
+	rc = ntrdma_dev_peer_read(nib->ndev, e->list, list,
+				  e->count * sizeof(u64));
+	if (rc)
+		return rc;
+	for (i = 0; i < e->count; i++)
+		if (ntrdma_wire_check_export_page(list[i], reach))
+			return -EINVAL;
+	spin_lock_irqsave(&nib->place_lock, flags);
+	rmr->filled += e->count;
+	spin_unlock_irqrestore(&nib->place_lock, flags);
+	return 0;
+}
+
+/* NTRDMA_CMD_MR_EXPORT: one chunk of an MR the peer exports. */
+static int rmr_export_fn(void *ctx, const void *req, u16 len, void *rsp,
+			 u16 *rsp_len)
+{
+	struct ntrdma_ib *nib = ctx;
+	struct ntrdma_wire_mr_export e;
+	struct ntrdma_rmr *rmr, *old;
+	int rc;
+
+	if (len < sizeof(e))
+		return -EINVAL;
+	memcpy(&e, req, sizeof(e));
+	if (ntrdma_wire_check_mr_export(&e, NTRDMA_IMPORT_PAGES))
+		return -EINVAL;
+	rmr = rmr_for_chunk(nib, &e);
+	if (IS_ERR(rmr))
+		return PTR_ERR(rmr);
+	rc = rmr_read_chunk(nib, rmr, &e);
+	if (e.first) {
+		if (rc) {	/* the export stays unusable: take it out */
+			xa_erase(&nib->rmr_xa, e.key >> 8);
+			rmr_drain(nib);
+			rmr_free(nib, rmr);
+		}
+		return rc;
+	}
+	if (!rc) {
+		old = xa_store(&nib->rmr_xa, e.key >> 8, rmr, GFP_KERNEL);
+		rc = xa_err(old);
+	}
+	if (rc) {
+		rmr_free(nib, rmr);
+		return rc;
+	}
+	if (old) {		/* an export of the same index it replaces */
+		rmr_drain(nib);
+		rmr_free(nib, old);
+	}
+	return 0;
+}
+
+/* NTRDMA_CMD_MR_REVOKE: answered once no placement into it is in flight. */
+static int rmr_revoke_fn(void *ctx, const void *req, u16 len, void *rsp,
+			 u16 *rsp_len)
+{
+	struct ntrdma_ib *nib = ctx;
+	struct ntrdma_wire_mr_revoke r;
+	struct ntrdma_rmr *rmr;
+
+	if (len < sizeof(r))
+		return -EINVAL;
+	memcpy(&r, req, sizeof(r));
+	xa_lock(&nib->rmr_xa);
+	rmr = xa_load(&nib->rmr_xa, r.key >> 8);
+	if (rmr && rmr->key == r.key)
+		__xa_erase(&nib->rmr_xa, r.key >> 8);
+	else
+		rmr = NULL;
+	xa_unlock(&nib->rmr_xa);
+	if (rmr) {
+		rmr_drain(nib);
+		rmr_free(nib, rmr);
+	}
+	return 0;
+}
+
+/* NTRDMA_CMD_QP_EXPORT: a QP of the peer takes placements, or no more. */
+static int rqp_export_fn(void *ctx, const void *req, u16 len, void *rsp,
+			 u16 *rsp_len)
+{
+	struct ntrdma_ib *nib = ctx;
+	struct ntrdma_wire_qp_export q;
+	struct ntrdma_rqp *rqp = NULL, *old;
+
+	if (len < sizeof(q))
+		return -EINVAL;
+	memcpy(&q, req, sizeof(q));
+	if (ntrdma_wire_check_qp_export(&q))
+		return -EINVAL;
+	if (q.up) {
+		rqp = kzalloc(sizeof(*rqp), GFP_KERNEL);
+		if (!rqp)
+			return -ENOMEM;
+		rqp->pd = q.pd;
+		rqp->access = q.access;
+		rqp->dest_qpn = q.dest_qpn;
+		old = xa_store(&nib->rqp_xa, q.qpn, rqp, GFP_KERNEL);
+		if (xa_is_err(old)) {
+			kfree(rqp);
+			return xa_err(old);
+		}
+	} else {
+		old = xa_erase(&nib->rqp_xa, q.qpn);
+	}
+	if (old) {
+		rmr_drain(nib);
+		kfree(old);
+	}
+	return 0;
+}
+
+static const struct {
+	u16 op;
+	ntrdma_cmd_fn fn;
+} rmr_ops[] = {
+	{ NTRDMA_CMD_MR_EXPORT, rmr_export_fn },
+	{ NTRDMA_CMD_MR_REVOKE, rmr_revoke_fn },
+	{ NTRDMA_CMD_QP_EXPORT, rqp_export_fn },
+};
+
+/**
+ * ntrdma_rmr_init() - take the peer's exports from now on
+ * @nib: the verbs device being added
+ *
+ * Return: 0 or the command channel's error.
+ */
+int ntrdma_rmr_init(struct ntrdma_ib *nib)
+{
+	int i, rc;
+
+	spin_lock_init(&nib->place_lock);
+	xa_init(&nib->rmr_xa);
+	xa_init(&nib->rqp_xa);
+	atomic_set(&nib->rmr_pages, 0);
+	for (i = 0; i < ARRAY_SIZE(rmr_ops); i++) {
+		rc = ntrdma_cmd_register(nib->ndev, rmr_ops[i].op,
+					 rmr_ops[i].fn, nib);
+		if (rc) {
+			while (i--)
+				ntrdma_cmd_unregister(nib->ndev, rmr_ops[i].op);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/**
+ * ntrdma_rmr_clear() - forget every export of the peer
+ * @nib: the verbs device
+ *
+ * At the end of a session (the verbs TQP stopped: no placement runs) and
+ * at removal.
+ */
+void ntrdma_rmr_clear(struct ntrdma_ib *nib)
+{
+	struct ntrdma_rmr *rmr;
+	struct ntrdma_rqp *rqp;
+	unsigned long i;
+
+	xa_for_each(&nib->rmr_xa, i, rmr) {
+		xa_erase(&nib->rmr_xa, i);
+		rmr_drain(nib);
+		rmr_free(nib, rmr);
+	}
+	xa_for_each(&nib->rqp_xa, i, rqp) {
+		xa_erase(&nib->rqp_xa, i);
+		rmr_drain(nib);
+		kfree(rqp);
+	}
+}
+
+/**
+ * ntrdma_rmr_fini() - no more exports: handlers gone, tables freed
+ * @nib: the verbs device being removed (its session is over)
+ */
+void ntrdma_rmr_fini(struct ntrdma_ib *nib)
+{
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(rmr_ops); i++)
+		ntrdma_cmd_unregister(nib->ndev, rmr_ops[i].op);
+	ntrdma_rmr_clear(nib);
+	xa_destroy(&nib->rmr_xa);
+	xa_destroy(&nib->rqp_xa);
+}
+
+/* ---- placement ---- */
+
+/*
+ * The export @w may be placed into: the destination QP is exported,
+ * connected to @qp and allows remote writes, and the rkey names an export
+ * of its PD with remote write over the whole range. NULL otherwise.
+ */
+static struct ntrdma_rmr *place_target(struct ntrdma_ib *nib,
+				       struct ntrdma_qp *qp,
+				       const struct ntrdma_swqe *w)
+{
+	struct ntrdma_rmr *rmr;
+	struct ntrdma_rqp *rqp;
+	u64 end, mr_end;
+
+	lockdep_assert_held(&nib->place_lock);
+	rqp = xa_load(&nib->rqp_xa, qp->dest_qp_num);
+	if (!rqp || rqp->dest_qpn != qp->ibqp.qp_num ||
+	    !(rqp->access & IB_ACCESS_REMOTE_WRITE))
+		return NULL;
+	rmr = xa_load(&nib->rmr_xa, w->w.rkey >> 8);
+	if (!rmr || rmr->key != w->w.rkey || rmr->filled != rmr->npages ||
+	    rmr->pd != rqp->pd || !(rmr->access & IB_ACCESS_REMOTE_WRITE))
+		return NULL;
+	if (check_add_overflow(w->w.remote_addr, (u64)w->len, &end) ||
+	    check_add_overflow(rmr->iova, rmr->length, &mr_end) ||
+	    w->w.remote_addr < rmr->iova || end > mr_end)
+		return NULL;
+	return rmr;
+}
+
+/* Where a placement stands in its WQE's payload. */
+struct place_cur {
+	u32 sent;
+	u32 sge_i;
+	u32 sge_off;
+};
+
+/* Where the payload continues (at @c): at most @max bytes. */
+static int place_src(const struct ntrdma_swqe *w, const struct place_cur *c,
+		     u32 max, struct page **page, u32 *off)
+{
+	const struct ntrdma_rsge *sg;
+	const u8 *p;
+
+	if (w->w.flags & IB_SEND_INLINE) {
+		p = w->w.inline_data + c->sent;
+		*page = is_vmalloc_addr(p) ? vmalloc_to_page(p) :
+					     virt_to_page(p);
+		*off = offset_in_page(p);
+		return min_t(u32, max, PAGE_SIZE - *off);
+	}
+	if (c->sge_i >= w->nsge)
+		return -EFAULT;
+	sg = &w->sge[c->sge_i];
+	return ntrdma_mr_range(sg->mr, sg->addr + c->sge_off,
+			       min(max, sg->len - c->sge_off), page, off);
+}
+
+static void place_advance(const struct ntrdma_swqe *w, struct place_cur *c,
+			  u32 n)
+{
+	c->sent += n;
+	if (w->w.flags & IB_SEND_INLINE)
+		return;
+	c->sge_off += n;
+	if (c->sge_off == w->sge[c->sge_i].len) {
+		c->sge_i++;
+		c->sge_off = 0;
+	}
+}
+
+/*
+ * Up to NTRDMA_TQP_MAX_SGE pieces of @w's payload from @c into @rmr,
+ * advancing @c; the count (negative: a source address without a page).
+ */
+static int place_pieces(const struct ntrdma_rmr *rmr,
+			const struct ntrdma_swqe *w, struct place_cur *c,
+			struct ntrdma_tqp_piece *pc)
+{
+	u64 pos;
+	u32 dmax;
+	int n = 0, got;
+
+	while (c->sent < w->len && n < NTRDMA_TQP_MAX_SGE) {
+		pos = rmr->first_off + (w->w.remote_addr + c->sent - rmr->iova);
+		dmax = NTRDMA_EXPORT_PAGE - pos % NTRDMA_EXPORT_PAGE;
+		got = place_src(w, c, min(dmax, w->len - c->sent),
+				&pc[n].page, &pc[n].off);
+		if (got <= 0)
+			return -EFAULT;
+		pc[n].dst = rmr->page[pos / NTRDMA_EXPORT_PAGE] +
+			    pos % NTRDMA_EXPORT_PAGE;
+		pc[n].len = got;
+		place_advance(w, c, got);
+		n++;
+	}
+	return n;
+}
+
+/**
+ * ntrdma_place_write() - place an RDMA WRITE straight into the target MR
+ * @qp: the requester QP (sq_lock held)
+ * @w: its WRITE WQE, checked locally; w->sent bytes placed already
+ *
+ * Return: 0 when all of it is placed (the WQE is complete); -EAGAIN when it
+ * cannot go this way (nothing placed: the checked path takes it); -ENOSPC
+ * when the TQP must first finish DMA copies (w->sent says how far it got;
+ * tx_space follows); -EACCES when the export went away after part of it
+ * was placed; -EFAULT, -ENOLINK.
+ */
+int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	struct ntrdma_tqp_piece pc[NTRDMA_TQP_MAX_SGE];
+	struct place_cur c;
+	struct ntrdma_rmr *rmr;
+	unsigned long flags;
+	int n, rc = 0;
+
+	lockdep_assert_held(&qp->sq_lock);
+	if (!READ_ONCE(ntrdma_direct_placement))
+		return -EAGAIN;
+	spin_lock_irqsave(&nib->place_lock, flags);
+	rmr = place_target(nib, qp, w);
+	if (!rmr)
+		rc = w->direct ? -EACCES : -EAGAIN;
+	while (!rc && w->sent < w->len) {
+		c.sent = w->sent;
+		c.sge_i = w->sge_i;
+		c.sge_off = w->sge_off;
+		n = place_pieces(rmr, w, &c, pc);
+		rc = n < 0 ? n : ntrdma_vx_place(qp, pc, n);
+		if (rc)
+			break;
+		w->direct = true;
+		w->sent = c.sent;
+		w->sge_i = c.sge_i;
+		w->sge_off = c.sge_off;
+	}
+	spin_unlock_irqrestore(&nib->place_lock, flags);
+	return rc;
+}

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// Direct placement (rdma/ntrdma_rmr.c, rdma/ntrdma_export.c): RDMA WRITEs
+// land in the target MR without the target's CPU, in IB order, and never
+// after the MR was deregistered. Loop topology (both ends in this process).
+#include <fstream>
+#include <thread>
+
+#include "verbs_datapath.hpp"
+
+namespace ntv {
+namespace {
+
+// A data path counter of @dev's port 1 (rdma statistic), or -1.
+long long HwCounter(const std::string& dev, const char* name) {
+    std::ifstream f("/sys/class/infiniband/" + dev + "/ports/1/hw_counters/" + name);
+    long long v = -1;
+    f >> v;
+    return f ? v : -1;
+}
+
+bool DirectPlacementOn() {
+    std::ifstream f("/sys/module/ntrdma/parameters/direct_placement");
+    char c = 'N';
+    f >> c;
+    return c == 'Y' || c == '1';
+}
+
+class Placement : public DataPath {
+  protected:
+    void SetUp() override {
+        DataPath::SetUp();
+        if (IsSkipped() || HasFailure()) {
+            return;
+        }
+        if (!DirectPlacementOn()) {
+            GTEST_SKIP() << "ntrdma loaded with direct_placement=0 (checked mode)";
+        }
+    }
+
+    // WRITE @len bytes of @src at @dst (offset @off) on @c and wait for it.
+    ibv_wc_status WriteOnce(const Conn& c, Buf* src, Buf* dst, size_t len, size_t off = 0) {
+        Wr w = WriteWr(1, src->sge(0, len), dst, off);
+        if (Post(c.a, w)) {
+            return IBV_WC_GENERAL_ERR;
+        }
+        std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
+        return wc.size() == 1 ? wc[0].status : IBV_WC_GENERAL_ERR;
+    }
+
+    // Exports travel apart from the data (command channel): WRITE until
+    // one is placed directly (at most 5 s). True when it was. (The core
+    // caches counters for a few ms: read them after a pause.)
+    bool WaitDirect(const Conn& c, Buf* src, Buf* dst) {
+        const auto deadline = Clock::now() + milliseconds(5000);
+        std::this_thread::sleep_for(milliseconds(50));
+        const long long before = HwCounter(a_.name, "placed_writes");
+        while (Clock::now() < deadline) {
+            if (WriteOnce(c, src, dst, 8) != IBV_WC_SUCCESS) {
+                return false;
+            }
+            std::this_thread::sleep_for(milliseconds(50));
+            if (HwCounter(a_.name, "placed_writes") > before) {
+                return true;
+            }
+        }
+        return false;
+    }
+};
+
+// The target receives nothing for a plain WRITE: no segment, no copy.
+TEST_F(Placement, WriteLandsWithoutTargetWork) {
+    Conn c = Connect();
+    const size_t len = 65536;
+    Buf* src = Reg(a_, len, kLocal);
+    Buf* dst = Reg(b_, len, kRemoteAll);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitDirect(c, src, dst)) << "no WRITE was placed directly in 5 s";
+    std::this_thread::sleep_for(milliseconds(50));
+    const long long rx0 = HwCounter(b_.name, "rx_segments");
+    const long long placed0 = HwCounter(a_.name, "placed_writes");
+    ASSERT_GE(rx0, 0);
+    for (int i = 0; i < 100; i++) {
+        Fill(src->p(), len, 1000 + i);
+        ASSERT_EQ(WriteOnce(c, src, dst, len), IBV_WC_SUCCESS);
+        ASSERT_EQ(FirstDiff(src->p(), dst->p(), len), -1) << "round " << i;
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_EQ(HwCounter(a_.name, "placed_writes") - placed0, 100);
+    EXPECT_EQ(HwCounter(b_.name, "rx_segments"), rx0) << "the target received segments";
+}
+
+// IB RC order: a SEND after a WRITE is seen only once the WRITE's data is.
+TEST_F(Placement, WriteThenSendOrderedByContent) {
+    Conn c = Connect();
+    const size_t len = 65536;
+    Buf* src = Reg(a_, len, kLocal);
+    Buf* dst = Reg(b_, len, kRemoteAll);
+    Buf* msg = Reg(a_, 8, kLocal);
+    Buf* rcv = Reg(b_, 8, kLocal);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitDirect(c, src, dst));
+    for (int i = 0; i < 300; i++) {
+        ASSERT_EQ(PostRecv(c.b, i, {rcv->sge(0, 8)}), 0);
+        Fill(src->p(), len, 7 * i + 1);
+        Wr w = WriteWr(2 * i, src->sge(0, len), dst);
+        w.flags = 0;
+        ASSERT_EQ(Post(c.a, w), 0);
+        Wr s;
+        s.wr_id = 2 * i + 1;
+        s.sge = {msg->sge(0, 8)};
+        ASSERT_EQ(Post(c.a, s), 0);
+        std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
+        ASSERT_EQ(r.size(), 1u);
+        ASSERT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
+        // The SEND arrived: every byte of the WRITE before it is there.
+        ASSERT_EQ(FirstDiff(src->p(), dst->p(), len), -1) << "round " << i;
+        ASSERT_EQ(PollCq(a_.scq, 1).size(), 1u);
+    }
+}
+
+// After dereg returns, no byte of a WRITE lands in the pages: writes in
+// flight at the time finish before, later ones fail (REM_ACCESS_ERR).
+TEST_F(Placement, NothingLandsAfterDeregUnderWriteStream) {
+    const size_t len = 16384;
+    for (int round = 0; round < 10; round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        Conn c = Connect();
+        Buf* src = Reg(a_, len, kLocal);
+        Buf* dst = Reg(b_, len, kRemoteAll);
+        ASSERT_FALSE(HasFailure());
+        Fill(src->p(), len, round + 3);
+        ASSERT_TRUE(WaitDirect(c, src, dst));
+        // A stream of unsignalled WRITEs, then dereg while it runs.
+        for (int i = 0; i < 48; i++) {
+            Wr w = WriteWr(100 + i, src->sge(0, len), dst);
+            w.flags = i == 47 ? IBV_SEND_SIGNALED : 0;
+            ASSERT_EQ(Post(c.a, w), 0);
+        }
+        std::vector<uint8_t>& pages = dst->mem;
+        Wr late = WriteWr(200, src->sge(0, len), dst);
+        ASSERT_EQ(Dereg(dst), 0);
+        std::memset(pages.data(), 0x5A, len);
+        // More WRITEs with the stale key, while the old ones may finish.
+        for (int i = 0; i < 8; i++) {
+            late.wr_id = 200 + i;
+            Post(c.a, late);  // may fail: the QP may be in ERR already
+        }
+        std::this_thread::sleep_for(milliseconds(300));
+        Drain(a_.scq, 200);
+        for (size_t i = 0; i < len; i++) {
+            ASSERT_EQ(pages[i], 0x5A) << "byte " << i << " written after dereg returned";
+        }
+    }
+}
+
+// A stale key (its MR deregistered, the index reused) never reaches the
+// new MR, and an MR of another PD is never placed into.
+TEST_F(Placement, StaleAndForeignKeysNeverPlaced) {
+    Conn c = Connect();
+    const size_t len = 4096;
+    Buf* src = Reg(a_, len, kLocal);
+    Buf* ok = Reg(b_, len, kRemoteAll);
+    Buf* old = Reg(b_, len, kRemoteAll);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitDirect(c, src, ok));
+    Fill(src->p(), len, 9);
+    ASSERT_EQ(WriteOnce(c, src, old, len), IBV_WC_SUCCESS);
+    const uint32_t stale = old->mr->rkey;
+    const uint64_t stale_addr = old->addr();
+    ASSERT_EQ(Dereg(old), 0);
+    Buf* fresh = Reg(b_, len, kRemoteAll);
+    ASSERT_FALSE(HasFailure());
+    Wr w = WriteWr(5, src->sge(0, len), fresh);
+    w.rkey = stale;
+    w.raddr = stale_addr;
+    ASSERT_EQ(Post(c.a, w), 0);
+    ASSERT_NO_FATAL_FAILURE(ExpectRequesterError(c, IBV_WC_REM_ACCESS_ERR, 5));
+    EXPECT_EQ(FirstDiff(std::vector<uint8_t>(len, 0).data(), fresh->p(), len), -1)
+        << "a stale key wrote a new MR";
+
+    Conn c2 = Connect();
+    ibv_pd* other = AllocPd(b_);
+    ASSERT_NE(other, nullptr);
+    Buf* foreign = Reg(b_, len, kRemoteAll, other);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitDirect(c2, src, ok));
+    Wr f = WriteWr(6, src->sge(0, len), foreign);
+    ASSERT_EQ(Post(c2.a, f), 0);
+    std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR) << WcStr(wc[0]);
+    EXPECT_EQ(FirstDiff(std::vector<uint8_t>(len, 0).data(), foreign->p(), len), -1)
+        << "an MR of another PD was written";
+}
+
+}  // namespace
+}  // namespace ntv
