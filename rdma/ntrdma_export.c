@@ -195,7 +195,7 @@ static void export_drop(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 static bool export_wanted(struct ntrdma_mr *mr)
 {
 	return ntrdma_direct_placement && mr->kind == NTRDMA_MR_USER &&
-	       (mr->access & IB_ACCESS_REMOTE_WRITE);
+	       (mr->access & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ));
 }
 
 /**

@@ -304,6 +304,7 @@ static const struct rdma_stat_desc ntrdma_hw_desc[NTRDMA_HW_NSTATS] = {
 	[NTRDMA_HW_NAK_NO_QP_SENT] = { .name = "nak_no_qp_sent" },
 	[NTRDMA_HW_PLACED_WRITES] = { .name = "placed_writes" },
 	[NTRDMA_HW_PLACED_BYTES] = { .name = "placed_bytes" },
+	[NTRDMA_HW_PULLED_READS] = { .name = "pulled_reads" },
 };
 
 static struct rdma_hw_stats *ntrdma_alloc_hw_port_stats(struct ib_device *ibdev,

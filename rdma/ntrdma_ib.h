@@ -64,6 +64,7 @@ enum ntrdma_hw_stat {
 	NTRDMA_HW_NAK_NO_QP_SENT,	/* segments for no QP (or not ready) */
 	NTRDMA_HW_PLACED_WRITES,	/* WRITEs placed into the peer's MR */
 	NTRDMA_HW_PLACED_BYTES,
+	NTRDMA_HW_PULLED_READS,		/* READs read from the peer's MR */
 	NTRDMA_HW_NSTATS
 };
 
@@ -429,6 +430,7 @@ int ntrdma_rmr_init(struct ntrdma_ib *nib);
 void ntrdma_rmr_clear(struct ntrdma_ib *nib);
 void ntrdma_rmr_fini(struct ntrdma_ib *nib);
 int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
+int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
 
 /* ntrdma_export.c: direct placement, exporting side */
 int ntrdma_export_init(struct ntrdma_ib *nib);

@@ -341,6 +341,32 @@ static u8 req_first_flags(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	return NTRDMA_VX_FIRST | (w->skipped ? NTRDMA_VX_SKIPPED : 0);
 }
 
+/*
+ * A small READ read straight from the target MR (ntrdma_rmr.c), when every
+ * earlier WQE is done (so the target executed the WRITEs before it): then
+ * it is complete. -EAGAIN: the checked path takes it.
+ */
+static int req_pull(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	int rc;
+
+	if (!req_all_done(qp))
+		return -EAGAIN;
+	rc = ntrdma_pull_read(qp, w);
+	if (rc == -EFAULT) {
+		w->status = IB_WC_LOC_PROT_ERR;
+		rc = 0;
+	}
+	if (!rc) {
+		w->rcvd = w->len;
+		w->done = true;
+		qp->rd_out--;
+		qp->req_skipped = true;	/* its msn never reaches the responder */
+		ntrdma_hw_add(qp, NTRDMA_HW_PULLED_READS, 1);
+	}
+	return rc;
+}
+
 /* Send what the WQE at sq_send still has to send: 0 when all of it. */
 static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
@@ -364,6 +390,11 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		return 0;
 	case IB_WR_RDMA_WRITE:
 		n = req_place(qp, w);
+		if (n != -EAGAIN)
+			return n;
+		break;
+	case IB_WR_RDMA_READ:
+		n = req_pull(qp, w);
 		if (n != -EAGAIN)
 			return n;
 		break;

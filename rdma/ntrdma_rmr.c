@@ -34,6 +34,16 @@ module_param_named(direct_placement, ntrdma_direct_placement, bool, 0444);
 MODULE_PARM_DESC(direct_placement,
 		 "Export remote-write MRs to the peer and place RDMA WRITEs straight into the peer's (default 1; 0: every byte through the target's checked copy, for a peer kernel that is not trusted)");
 
+/*
+ * A READ is pulled through the window by our CPU only up to this size: on
+ * hardware a read across the bridge is non-posted, one round trip per few
+ * bytes, so a large READ is cheaper as the target's posted writes.
+ */
+static unsigned int read_pull_max = 512;
+module_param(read_pull_max, uint, 0644);
+MODULE_PARM_DESC(read_pull_max,
+		 "With direct_placement, RDMA READs up to this many bytes are read by the requester straight from the peer's exported MR (default 512; 0: never)");
+
 /* Pages of the peer's MRs we hold lists for (a peer cannot exhaust us). */
 #define NTRDMA_IMPORT_PAGES	BIT(22)
 
@@ -304,13 +314,14 @@ void ntrdma_rmr_fini(struct ntrdma_ib *nib)
 /* ---- placement ---- */
 
 /*
- * The export @w may be placed into: the destination QP is exported,
- * connected to @qp and allows remote writes, and the rkey names an export
- * of its PD with remote write over the whole range. NULL otherwise.
+ * The export @w may be placed into (or read from): the destination QP is
+ * exported, connected to @qp and allows @access (remote write or read),
+ * and the rkey names an export of its PD with @access over the whole
+ * range. NULL otherwise.
  */
 static struct ntrdma_rmr *place_target(struct ntrdma_ib *nib,
 				       struct ntrdma_qp *qp,
-				       const struct ntrdma_swqe *w)
+				       const struct ntrdma_swqe *w, int access)
 {
 	struct ntrdma_rmr *rmr;
 	struct ntrdma_rqp *rqp;
@@ -318,12 +329,11 @@ static struct ntrdma_rmr *place_target(struct ntrdma_ib *nib,
 
 	lockdep_assert_held(&nib->place_lock);
 	rqp = xa_load(&nib->rqp_xa, qp->dest_qp_num);
-	if (!rqp || rqp->dest_qpn != qp->ibqp.qp_num ||
-	    !(rqp->access & IB_ACCESS_REMOTE_WRITE))
+	if (!rqp || rqp->dest_qpn != qp->ibqp.qp_num || !(rqp->access & access))
 		return NULL;
 	rmr = xa_load(&nib->rmr_xa, w->w.rkey >> 8);
 	if (!rmr || rmr->key != w->w.rkey || rmr->filled != rmr->npages ||
-	    rmr->pd != rqp->pd || !(rmr->access & IB_ACCESS_REMOTE_WRITE))
+	    rmr->pd != rqp->pd || !(rmr->access & access))
 		return NULL;
 	if (check_add_overflow(w->w.remote_addr, (u64)w->len, &end) ||
 	    check_add_overflow(rmr->iova, rmr->length, &mr_end) ||
@@ -425,7 +435,7 @@ int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	if (!READ_ONCE(ntrdma_direct_placement))
 		return -EAGAIN;
 	spin_lock_irqsave(&nib->place_lock, flags);
-	rmr = place_target(nib, qp, w);
+	rmr = place_target(nib, qp, w, IB_ACCESS_REMOTE_WRITE);
 	if (!rmr)
 		rc = w->direct ? -EACCES : -EAGAIN;
 	while (!rc && w->sent < w->len) {
@@ -440,6 +450,42 @@ int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		w->sent = c.sent;
 		w->sge_i = c.sge_i;
 		w->sge_off = c.sge_off;
+	}
+	spin_unlock_irqrestore(&nib->place_lock, flags);
+	return rc;
+}
+
+/**
+ * ntrdma_pull_read() - an RDMA READ read straight from the target MR
+ * @qp: the requester QP (sq_lock held)
+ * @w: its READ WQE, checked locally (destination SGEs with local write)
+ *
+ * Only a READ of at most read_pull_max bytes; the whole of it, now.
+ *
+ * Return: 0 when its data is in the destination (the WQE is complete);
+ * -EAGAIN when it cannot go this way (the checked path takes it); -EFAULT,
+ * -ENOLINK.
+ */
+int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	struct ntrdma_tqp_piece pc[NTRDMA_TQP_MAX_SGE];
+	struct place_cur c = {};
+	struct ntrdma_rmr *rmr;
+	unsigned long flags;
+	int n, rc = 0;
+
+	lockdep_assert_held(&qp->sq_lock);
+	if (!READ_ONCE(ntrdma_direct_placement) ||
+	    w->len > READ_ONCE(read_pull_max) || !w->len)
+		return -EAGAIN;
+	spin_lock_irqsave(&nib->place_lock, flags);
+	rmr = place_target(nib, qp, w, IB_ACCESS_REMOTE_READ);
+	if (!rmr)
+		rc = -EAGAIN;
+	while (!rc && c.sent < w->len) {
+		n = place_pieces(rmr, w, &c, pc);
+		rc = n < 0 ? n : ntrdma_dev_pull(nib->ndev, pc, n);
 	}
 	spin_unlock_irqrestore(&nib->place_lock, flags);
 	return rc;

@@ -439,7 +439,7 @@ perftest_once() {
 	fi
 	if [[ $test == *_lat ]]; then
 		# column t_typical (iterations mode) or t_avg
-		VAL=$(awk -v h="$hdr" -v l="$line" 'BEGIN { n = split(h, H, " +"); split(l, L, " +")
+		VAL=$(awk -v h="$hdr" -v l="$line" 'BEGIN { n = split(h, H, "[ \t]+"); split(l, L, "[ \t]+")
 			for (i = 1; i <= n; i++) if (H[i] ~ /^t_typical/) { print L[i]; exit }
 			for (i = 1; i <= n; i++) if (H[i] ~ /^t_avg/) { print L[i]; exit } }')
 		BYTES=0

@@ -117,13 +117,14 @@ ktap_check "bad completion B -> A: A counts it, the session restarts, link up" \
 ktap_check "after the restarts: command channel both ways and ibv_rc_pingpong" \
 	eval "echo_ok A && echo_ok B && pingpong_ok"
 
-# write_bw PORT: 300 ib_write_bw WRITEs of 64 KiB from A to the peer; sets
-# rc (the client's exit code) and src (the server's).
-write_bw() {
-	peer "timeout 60 ib_write_bw -d $PEER_IBDEV -p $1 -n 300 -s 65536 >/dev/null 2>&1" &
+# send_bw PORT: 300 ib_send_bw SENDs of 64 KiB from A to the peer (through
+# the verbs TQP and its DMA copies: WRITEs are placed directly by the CPU);
+# sets rc (the client's exit code) and src (the server's).
+send_bw() {
+	peer "timeout 60 ib_send_bw -d $PEER_IBDEV -p $1 -n 300 -s 65536 >/dev/null 2>&1" &
 	local srv=$!
 	sleep 2
-	timeout 60 ib_write_bw -d "$IBDEV" -p "$1" -n 300 -s 65536 "$SERVER_IP" >/dev/null 2>&1
+	timeout 60 ib_send_bw -d "$IBDEV" -p "$1" -n 300 -s 65536 "$SERVER_IP" >/dev/null 2>&1
 	rc=$?
 	wait $srv
 	src=$?
@@ -137,10 +138,10 @@ if [ "$copy" = cpu ]; then
 else
 	f0=$(info_of A faults_injected)
 	inject A "fail dma_prep 3"
-	write_bw 18702
+	send_bw 18702
 	inject A "fail dma_prep 0"
 	f1=$(info_of A faults_injected)
-	ktap_check "DMA channel ($copy) refusing every 3rd copy under ib_write_bw: $((f1 - f0)) refusals, both ends exit 0 ($rc/$src), link up" \
+	ktap_check "DMA channel ($copy) refusing every 3rd copy under ib_send_bw: $((f1 - f0)) refusals, both ends exit 0 ($rc/$src), link up" \
 		eval "[ $((f1 - f0)) -gt 0 ] && [ $rc = 0 ] && [ $src = 0 ] && link_up"
 fi
 
@@ -153,11 +154,11 @@ else
 	f0=$(info_of A faults_injected)
 	d0=$(info_of A link_down_events)
 	inject A "fail dma_prep_mid 4"
-	write_bw 18703
+	send_bw 18703
 	inject A "fail dma_prep_mid 0"
 	f1=$(info_of A faults_injected)
 	d1=$(info_of A link_down_events)
-	ktap_check "DMA channel ($copy) refusing every 4th copy after a message's first under ib_write_bw: $((f1 - f0)) refusals, both ends exit 0 ($rc/$src), $((d1 - d0)) session restarts, link up" \
+	ktap_check "DMA channel ($copy) refusing every 4th copy after a message's first under ib_send_bw: $((f1 - f0)) refusals, both ends exit 0 ($rc/$src), $((d1 - d0)) session restarts, link up" \
 		eval "[ $((f1 - f0)) -gt 0 ] && [ $rc = 0 ] && [ $src = 0 ] && [ $d1 = $d0 ] && link_up"
 fi
 

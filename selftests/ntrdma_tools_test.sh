@@ -242,8 +242,8 @@ perf_figure() {
 	line=$(grep -A1 -m1 '^ *#bytes' <<<"$1" | tail -n 1)
 	awk -v h="$hdr" -v l="$line" -v c="$2" 'BEGIN {
 		gsub(/BW average/, "BW.average", h); gsub(/BW peak/, "BW.peak", h)
-		sub(/^ +/, "", h); sub(/^ +/, "", l)
-		n = split(h, H, " +"); split(l, L, " +")
+		sub(/^[ \t]+/, "", h); sub(/^[ \t]+/, "", l)
+		n = split(h, H, "[ \t]+"); split(l, L, "[ \t]+")
 		for (i = 1; i <= n; i++) if (H[i] ~ c) { print L[i]; exit } }'
 }
 

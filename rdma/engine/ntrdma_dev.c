@@ -10,6 +10,7 @@
 
 #include <linux/dmaengine.h>
 #include <linux/dma-mapping.h>
+#include <linux/highmem.h>
 #include <linux/idr.h>
 #include <linux/io.h>
 #include <linux/module.h>
@@ -139,6 +140,39 @@ int ntrdma_dev_peer_read(struct ntrdma_dev *ndev, u64 addr, void *buf,
 	if (!ntrdma_link_is_up(ndev))
 		return -ENOLINK;
 	memcpy_fromio(buf, ndev->flat + addr, len);
+	return 0;
+}
+
+/**
+ * ntrdma_dev_pull() - read pieces of the peer's memory into our pages
+ * @ndev: the device
+ * @pc: the pieces: @len bytes from the peer's DMA address @dst into @page
+ *	at @off
+ * @n: how many
+ *
+ * Any context but hard irq; the CPU reads across the bridge (slow on
+ * hardware: for small reads only).
+ *
+ * Return: 0, -ENOLINK without a session, -EINVAL outside the window.
+ */
+int ntrdma_dev_pull(struct ntrdma_dev *ndev, const struct ntrdma_tqp_piece *pc,
+		    int n)
+{
+	u64 end;
+	void *va;
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (check_add_overflow(pc[i].dst, (u64)pc[i].len, &end) ||
+		    end > ndev->flat_size || pc[i].off + pc[i].len > PAGE_SIZE)
+			return -EINVAL;
+	if (!ntrdma_link_is_up(ndev))
+		return -ENOLINK;
+	for (i = 0; i < n; i++) {
+		va = kmap_local_page(pc[i].page);
+		memcpy_fromio(va + pc[i].off, ndev->flat + pc[i].dst, pc[i].len);
+		kunmap_local(va);
+	}
 	return 0;
 }
 

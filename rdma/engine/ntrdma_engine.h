@@ -66,6 +66,9 @@ bool ntrdma_dev_dma_copies(struct ntrdma_dev *ndev);
 int ntrdma_dev_peer_read(struct ntrdma_dev *ndev, u64 addr, void *buf,
 			 size_t len);
 u64 ntrdma_dev_peer_reach(struct ntrdma_dev *ndev);
+struct ntrdma_tqp_piece;
+int ntrdma_dev_pull(struct ntrdma_dev *ndev, const struct ntrdma_tqp_piece *pc,
+		    int n);
 void ntrdma_dev_set_netdev(struct ntrdma_dev *ndev, struct net_device *netdev);
 struct net_device *ntrdma_dev_netdev(struct ntrdma_dev *ndev);
 

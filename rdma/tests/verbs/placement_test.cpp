@@ -196,3 +196,45 @@ TEST_F(Placement, StaleAndForeignKeysNeverPlaced) {
 
 }  // namespace
 }  // namespace ntv
+
+namespace ntv {
+namespace {
+
+// A small READ is read straight from the target MR: no target work, and it
+// sees the WRITE posted just before it.
+TEST_F(Placement, SmallReadPulledAfterItsWrite) {
+    Conn c = Connect();
+    const size_t len = 256;
+    Buf* src = Reg(a_, len, kLocal);
+    Buf* back = Reg(a_, len, kLocal);
+    Buf* dst = Reg(b_, len, kRemoteAll);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitDirect(c, src, dst));
+    std::this_thread::sleep_for(milliseconds(50));
+    const long long rx0 = HwCounter(b_.name, "rx_segments");
+    const long long pulled0 = HwCounter(a_.name, "pulled_reads");
+    for (int i = 0; i < 100; i++) {
+        Fill(src->p(), len, 31 * i + 5);
+        Wr w = WriteWr(2 * i, src->sge(0, len), dst);
+        w.flags = 0;
+        ASSERT_EQ(Post(c.a, w), 0);
+        Wr rd;
+        rd.op = IBV_WR_RDMA_READ;
+        rd.wr_id = 2 * i + 1;
+        rd.sge = {back->sge(0, len)};
+        rd.raddr = dst->addr();
+        rd.rkey = dst->mr->rkey;
+        ASSERT_EQ(Post(c.a, rd), 0);
+        std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
+        ASSERT_EQ(wc.size(), 1u);
+        ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS) << WcStr(wc[0]);
+        ASSERT_EQ(wc[0].opcode, IBV_WC_RDMA_READ);
+        ASSERT_EQ(FirstDiff(src->p(), back->p(), len), -1) << "round " << i;
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_EQ(HwCounter(a_.name, "pulled_reads") - pulled0, 100);
+    EXPECT_EQ(HwCounter(b_.name, "rx_segments"), rx0) << "the target received segments";
+}
+
+}  // namespace
+}  // namespace ntv
