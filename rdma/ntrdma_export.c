@@ -63,6 +63,9 @@ static int export_map(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 	dma_addr_t *dma;
 	u32 i;
 
+	/* A mapping could bounce (swiotlb): the peer would write the copy. */
+	if (dma_addressing_limited(dev))
+		return -EOPNOTSUPP;
 	dma = kvmalloc_array(mr->nupages, sizeof(*dma), GFP_KERNEL);
 	if (!dma)
 		return -ENOMEM;
@@ -159,8 +162,9 @@ static int export_mr_locked(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 	int rc;
 
 	lockdep_assert_held(&nib->exp->lock);
-	if (!mr->export_dma && export_map(nib, mr))
-		return -ENOMEM;
+	rc = mr->export_dma ? 0 : export_map(nib, mr);
+	if (rc)
+		return rc;
 	BUILD_BUG_ON(NTRDMA_EXPORT_CHUNK * sizeof(u64) > PAGE_SIZE);
 	list = (u64 *)__get_free_page(GFP_KERNEL);
 	if (!list)

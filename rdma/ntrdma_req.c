@@ -284,15 +284,18 @@ static bool req_all_done(struct ntrdma_qp *qp)
 }
 
 /*
- * A plain WRITE placed straight into the target MR (ntrdma_rmr.c): it is
- * complete once placed, in the TQP's order. Only when every earlier WQE
- * is done, so the target has executed them all (IB RC order); -EAGAIN:
- * the checked path takes it.
+ * A WRITE's payload placed straight into the target MR (ntrdma_rmr.c), in
+ * the TQP's order; only when every earlier WQE is done, so the target has
+ * executed them all (IB RC order). 0: placed (now or before); 1: failed
+ * half-way (the WQE completes with the error); -EAGAIN: the checked path
+ * takes it; else the caller comes back later.
  */
 static int req_place(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
 	int rc;
 
+	if (w->direct && w->sent == w->len)
+		return 0;
 	if (!w->direct && (!w->len || !req_all_done(qp)))
 		return -EAGAIN;
 	rc = ntrdma_place_write(qp, w);
@@ -300,14 +303,24 @@ static int req_place(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		/* its export went away half-way: as a remote access error */
 		w->status = rc == -EACCES ? IB_WC_REM_ACCESS_ERR :
 					    IB_WC_LOC_PROT_ERR;
-		rc = 0;
+		w->done = true;
+		return 1;
 	}
+	if (!rc)
+		ntrdma_hw_add(qp, NTRDMA_HW_PLACED_WRITES, 1);
+	return rc;
+}
+
+/* A plain WRITE, placed, is complete: the responder never hears of it. */
+static int req_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	int rc = req_place(qp, w);
+
 	if (!rc) {
 		w->done = true;
 		qp->req_skipped = true;	/* its msn never reaches the responder */
-		ntrdma_hw_add(qp, NTRDMA_HW_PLACED_WRITES, 1);
 	}
-	return rc;
+	return rc == 1 ? 0 : rc;
 }
 
 /* REG_MR, LOCAL_INV (kernel QPs): done now, in SQ order; never sent. */
@@ -389,8 +402,16 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		req_local_op(qp, w);
 		return 0;
 	case IB_WR_RDMA_WRITE:
-		n = req_place(qp, w);
+		n = req_write(qp, w);
 		if (n != -EAGAIN)
+			return n;
+		break;
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		/* placed, the responder still takes a receive: a notice */
+		n = req_place(qp, w);
+		if (n == 1)
+			return 0;
+		if (n && n != -EAGAIN)
 			return n;
 		break;
 	case IB_WR_RDMA_READ:
@@ -431,6 +452,11 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		h.flags |= NTRDMA_VX_IMM;
 	if (w->w.flags & IB_SEND_SOLICITED)
 		h.flags |= NTRDMA_VX_SOLICITED;
+	if (w->direct) {	/* WRITE_WITH_IMM placed: its notice alone */
+		h.flags |= first | NTRDMA_VX_LAST | NTRDMA_VX_PLACED;
+		n = ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0);
+		return n < 0 ? n : 0;
+	}
 
 	if (w->w.flags & IB_SEND_INLINE) {
 		h.flags |= first;

@@ -44,7 +44,12 @@ enum {
 	 * (REG_MR, LOCAL_INV) of the requester, which never reach it.
 	 */
 	NTRDMA_VX_SKIPPED	= 1 << 5,
-	NTRDMA_VX_FLAGS		= 0x3f,
+	/*
+	 * A WRITE with immediate whose payload the requester placed directly
+	 * into the MR: one segment without payload, @total bytes written.
+	 */
+	NTRDMA_VX_PLACED	= 1 << 6,
+	NTRDMA_VX_FLAGS		= 0x7f,
 };
 
 /* ACK syndromes (what the requester's WQE completes with). */
@@ -100,6 +105,13 @@ static inline int ntrdma_vx_check_hdr(const struct ntrdma_vx_hdr *h, u32 len)
 	    (!(h->flags & NTRDMA_VX_FIRST) || h->op == NTRDMA_VX_ACK ||
 	     h->op == NTRDMA_VX_READ_RESP || h->op == NTRDMA_VX_ATOMIC_RESP))
 		return -3;
+	if (h->flags & NTRDMA_VX_PLACED) {
+		if (h->op != NTRDMA_VX_WRITE || pay || h->offset ||
+		    (h->flags & (NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_IMM)) !=
+		    (NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_IMM))
+			return -9;
+		return 0;
+	}
 	switch (h->op) {
 	case NTRDMA_VX_SEND:
 	case NTRDMA_VX_WRITE:

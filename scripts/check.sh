@@ -70,14 +70,12 @@ RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$STOCK $NTR"}}
 for topo in $TOPOS; do
 runs_var=RUNS_$topo
 for run in ${!runs_var}; do
-	rname=${run%%:*}
-	flat=${run#*:}
-	tests=${flat#*:}
-	flat=${flat%%:*}
-	echo "# selftests, topology: $topo, $rname (flat window: $flat): ${tests//,/ }"
+	# NAME:FLAT:TESTS[:TCG] (TCG: QEMU's TCG threading, single or multi)
+	IFS=: read -r rname flat tests tcg <<<"$run"
+	echo "# selftests, topology: $topo, $rname (flat window: $flat${tcg:+, TCG $tcg}): ${tests//,/ }"
 	tout=$OUT/$topo-$rname
 	mkdir -p "$tout"
-	"$ROOT/scripts/testbed.sh" --topo "$topo" --flat "$flat" --timeout 1800 \
+	TESTBED_TCG_THREAD=$tcg "$ROOT/scripts/testbed.sh" --topo "$topo" --flat "$flat" --timeout 1800 \
 		--out "$tout" -- selftests/run.sh ${tests//,/ } > "$tout/testbed.log" 2>&1
 	rc=$?
 	ktap=$(ls "$tout"/ktap.*.txt 2>/dev/null | head -1)

@@ -321,6 +321,19 @@ TEST(VxHdr, SkippedOnlyOnARequestsFirstSegment) {
     EXPECT_NE(ntrdma_vx_check_hdr(&ack, kHdr), 0);
 }
 
+TEST(VxHdr, PlacedOnlyAsAPayloadlessWriteWithImm) {
+    const u8 all = NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_IMM | NTRDMA_VX_PLACED;
+    auto h = VxHdr(NTRDMA_VX_WRITE, all, 0, 65536);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&h, kHdr), 0);
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr + 8), 0);  // with payload
+    auto s = VxHdr(NTRDMA_VX_SEND, all, 0, 64);
+    EXPECT_NE(ntrdma_vx_check_hdr(&s, kHdr), 0);
+    auto noimm = VxHdr(NTRDMA_VX_WRITE, all & ~NTRDMA_VX_IMM, 0, 64);
+    EXPECT_NE(ntrdma_vx_check_hdr(&noimm, kHdr), 0);
+    auto mid = VxHdr(NTRDMA_VX_WRITE, all & ~NTRDMA_VX_FIRST, 8, 64);
+    EXPECT_NE(ntrdma_vx_check_hdr(&mid, kHdr), 0);
+}
+
 // ---- direct placement exports ----
 
 ntrdma_wire_mr_export Export(u64 first_off, u64 length) {

@@ -3,6 +3,8 @@
 // Direct placement (rdma/ntrdma_rmr.c, rdma/ntrdma_export.c): RDMA WRITEs
 // land in the target MR without the target's CPU, in IB order, and never
 // after the MR was deregistered. Loop topology (both ends in this process).
+#include <arpa/inet.h>
+
 #include <fstream>
 #include <thread>
 
@@ -234,6 +236,51 @@ TEST_F(Placement, SmallReadPulledAfterItsWrite) {
     std::this_thread::sleep_for(milliseconds(50));
     EXPECT_EQ(HwCounter(a_.name, "pulled_reads") - pulled0, 100);
     EXPECT_EQ(HwCounter(b_.name, "rx_segments"), rx0) << "the target received segments";
+}
+
+}  // namespace
+}  // namespace ntv
+
+namespace ntv {
+namespace {
+
+// WRITE_WITH_IMM: the payload is placed, only a notice crosses to the
+// target, which completes a receive with the immediate and the length.
+TEST_F(Placement, WriteWithImmPlacedAndNoticed) {
+    Conn c = Connect();
+    const size_t len = 65536;
+    Buf* src = Reg(a_, len, kLocal);
+    Buf* dst = Reg(b_, len, kRemoteAll);
+    Buf* rcv = Reg(b_, 8, kLocal);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitDirect(c, src, dst));
+    std::this_thread::sleep_for(milliseconds(50));
+    const long long bytes0 = HwCounter(b_.name, "rx_bytes");
+    const long long placed0 = HwCounter(a_.name, "placed_writes");
+    const int n = 50;
+    for (int i = 0; i < n; i++) {
+        ASSERT_EQ(PostRecv(c.b, 500 + i, {rcv->sge(0, 8)}), 0);
+        Fill(src->p(), len, 11 * i + 2);
+        Wr w = WriteWr(i, src->sge(0, len), dst);
+        w.op = IBV_WR_RDMA_WRITE_WITH_IMM;
+        w.imm = htonl(0xabc000 + i);
+        ASSERT_EQ(Post(c.a, w), 0);
+        std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
+        ASSERT_EQ(r.size(), 1u);
+        ASSERT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
+        EXPECT_EQ(r[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+        EXPECT_EQ(r[0].byte_len, len);
+        EXPECT_EQ(r[0].wr_id, 500u + i);
+        EXPECT_TRUE(r[0].wc_flags & IBV_WC_WITH_IMM);
+        EXPECT_EQ(ntohl(r[0].imm_data), 0xabc000u + i);
+        ASSERT_EQ(FirstDiff(src->p(), dst->p(), len), -1) << "round " << i;
+        std::vector<ibv_wc> s = PollCq(a_.scq, 1);
+        ASSERT_EQ(s.size(), 1u);
+        ASSERT_EQ(s[0].status, IBV_WC_SUCCESS) << WcStr(s[0]);
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_EQ(HwCounter(a_.name, "placed_writes") - placed0, n);
+    EXPECT_LT(HwCounter(b_.name, "rx_bytes") - bytes0, 100 * n) << "payload crossed to the target";
 }
 
 }  // namespace
