@@ -68,7 +68,7 @@ fuzz: all
 # 30 of them peer-guest kills (pair), in both topologies.
 soak: all
 	for topo in loop pair; do \
-		$(ROOT)/scripts/testbed.sh --topo $$topo --flat 1 --timeout 7200 --out $(BUILD)/soak-$$topo -- \
+		TESTBED_TCG_THREAD=single $(ROOT)/scripts/testbed.sh --topo $$topo --flat 1 --timeout 7200 --out $(BUILD)/soak-$$topo -- \
 			env SOAK_CYCLES=100 SOAK_KILLS=30 NTRDMA_TEST_TIMEOUT=7000 selftests/run.sh ntrdma_soak_test.sh || exit 1; \
 	done
 

@@ -90,6 +90,7 @@ struct ntrdma_ib {
 	 * Direct placement: the peer's exports (ntrdma_rmr.c) and ours
 	 * (ntrdma_export.c). place_lock nests inside a QP's sq_lock.
 	 */
+	struct mutex rmr_lock;		/* export handlers vs. session end */
 	spinlock_t place_lock;		/* placements vs. revocations */
 	struct xarray rmr_xa;		/* key index -> the peer's MR */
 	struct xarray rqp_xa;		/* peer QPN -> the peer's QP */

@@ -136,10 +136,8 @@ static int rmr_read_chunk(struct ntrdma_ib *nib, struct ntrdma_rmr *rmr,
 }
 
 /* NTRDMA_CMD_MR_EXPORT: one chunk of an MR the peer exports. */
-static int rmr_export_fn(void *ctx, const void *req, u16 len, void *rsp,
-			 u16 *rsp_len)
+static int rmr_export_chunk(struct ntrdma_ib *nib, const void *req, u16 len)
 {
-	struct ntrdma_ib *nib = ctx;
 	struct ntrdma_wire_mr_export e;
 	struct ntrdma_rmr *rmr, *old;
 	int rc;
@@ -177,10 +175,8 @@ static int rmr_export_fn(void *ctx, const void *req, u16 len, void *rsp,
 }
 
 /* NTRDMA_CMD_MR_REVOKE: answered once no placement into it is in flight. */
-static int rmr_revoke_fn(void *ctx, const void *req, u16 len, void *rsp,
-			 u16 *rsp_len)
+static int rmr_revoke(struct ntrdma_ib *nib, const void *req, u16 len)
 {
-	struct ntrdma_ib *nib = ctx;
 	struct ntrdma_wire_mr_revoke r;
 	struct ntrdma_rmr *rmr;
 
@@ -202,10 +198,8 @@ static int rmr_revoke_fn(void *ctx, const void *req, u16 len, void *rsp,
 }
 
 /* NTRDMA_CMD_QP_EXPORT: a QP of the peer takes placements, or no more. */
-static int rqp_export_fn(void *ctx, const void *req, u16 len, void *rsp,
-			 u16 *rsp_len)
+static int rqp_export(struct ntrdma_ib *nib, const void *req, u16 len)
 {
-	struct ntrdma_ib *nib = ctx;
 	struct ntrdma_wire_qp_export q;
 	struct ntrdma_rqp *rqp = NULL, *old;
 
@@ -236,6 +230,47 @@ static int rqp_export_fn(void *ctx, const void *req, u16 len, void *rsp,
 	return 0;
 }
 
+/*
+ * Every handler runs under rmr_lock and only while the session runs: the
+ * session's end clears the tables under the same lock once the link is
+ * down, so nothing of an ended session is left behind by a handler that
+ * ran beside it.
+ */
+static int rmr_handle(struct ntrdma_ib *nib, u16 op, const void *req, u16 len)
+{
+	int rc = -ENOLINK;
+
+	mutex_lock(&nib->rmr_lock);
+	if (ntrdma_link_is_up(nib->ndev)) {
+		if (op == NTRDMA_CMD_MR_EXPORT)
+			rc = rmr_export_chunk(nib, req, len);
+		else if (op == NTRDMA_CMD_MR_REVOKE)
+			rc = rmr_revoke(nib, req, len);
+		else
+			rc = rqp_export(nib, req, len);
+	}
+	mutex_unlock(&nib->rmr_lock);
+	return rc;
+}
+
+static int rmr_export_fn(void *ctx, const void *req, u16 len, void *rsp,
+			 u16 *rsp_len)
+{
+	return rmr_handle(ctx, NTRDMA_CMD_MR_EXPORT, req, len);
+}
+
+static int rmr_revoke_fn(void *ctx, const void *req, u16 len, void *rsp,
+			 u16 *rsp_len)
+{
+	return rmr_handle(ctx, NTRDMA_CMD_MR_REVOKE, req, len);
+}
+
+static int rqp_export_fn(void *ctx, const void *req, u16 len, void *rsp,
+			 u16 *rsp_len)
+{
+	return rmr_handle(ctx, NTRDMA_CMD_QP_EXPORT, req, len);
+}
+
 static const struct {
 	u16 op;
 	ntrdma_cmd_fn fn;
@@ -255,6 +290,7 @@ int ntrdma_rmr_init(struct ntrdma_ib *nib)
 {
 	int i, rc;
 
+	mutex_init(&nib->rmr_lock);
 	spin_lock_init(&nib->place_lock);
 	xa_init(&nib->rmr_xa);
 	xa_init(&nib->rqp_xa);
@@ -275,8 +311,9 @@ int ntrdma_rmr_init(struct ntrdma_ib *nib)
  * ntrdma_rmr_clear() - forget every export of the peer
  * @nib: the verbs device
  *
- * At the end of a session (the verbs TQP stopped: no placement runs) and
- * at removal.
+ * At the end of a session (the link is down, the verbs TQP stopped: no
+ * placement runs, and a handler running beside this finds the link down
+ * under rmr_lock) and at removal.
  */
 void ntrdma_rmr_clear(struct ntrdma_ib *nib)
 {
@@ -284,6 +321,7 @@ void ntrdma_rmr_clear(struct ntrdma_ib *nib)
 	struct ntrdma_rqp *rqp;
 	unsigned long i;
 
+	mutex_lock(&nib->rmr_lock);
 	xa_for_each(&nib->rmr_xa, i, rmr) {
 		xa_erase(&nib->rmr_xa, i);
 		rmr_drain(nib);
@@ -294,6 +332,7 @@ void ntrdma_rmr_clear(struct ntrdma_ib *nib)
 		rmr_drain(nib);
 		kfree(rqp);
 	}
+	mutex_unlock(&nib->rmr_lock);
 }
 
 /**
