@@ -129,15 +129,18 @@ load_start() {
 # Wait for the streams; counts ended (0 or an error) and hung (124). Then
 # the servers still waiting for a client go (their memory is no drift).
 load_wait() {
-	local pid rc
+	local pid rc names=(ib_write_bw iperf3 rping) i=0
 	for pid in $LOAD_PIDS; do
 		wait "$pid"
 		rc=$?
 		case $rc in
 		0) ENDED_OK=$((ENDED_OK + 1)) ;;
-		124 | 137) HUNG=$((HUNG + 1)) ;;
+		124 | 137)
+			HUNG=$((HUNG + 1))
+			ktap_diag "cycle $1: ${names[i]} still running at its deadline (exit $rc)" ;;
 		*) ENDED_ERR=$((ENDED_ERR + 1)) ;;
 		esac
+		i=$((i + 1))
 	done
 	peer "pkill -x ib_write_bw; pkill -x iperf3; pkill -x rping" 2>/dev/null
 	B "pkill -x iperf3; pkill -x rping" 2>/dev/null
@@ -167,7 +170,7 @@ for i in $(seq 0 "$CYCLES"); do
 	sleep 1
 	# back while the streams run: TCP carries on, RDMA ends in errors
 	peer_back && BACK=$((BACK + 1))
-	load_wait
+	load_wait "$i"
 	if [ "$i" -eq 0 ]; then	# the first cycle warms caches up
 		SLAB0=$(mem_kb Slab) AVAIL0=$(mem_kb MemAvailable)
 		cp /proc/meminfo "$NTRDMA_OUT/soak-meminfo.$$"
