@@ -68,7 +68,7 @@ int ntrdma_cmd_init(struct ntrdma_dev *ndev)
 				ndev->name);
 	if (!c->wq)
 		return -ENOMEM;
-	if (ntrdma_vdb_register(ndev, NTRDMA_VDB_CMD, cmd_vdb, c)) {
+	if (ntrdma_vdb_register(ndev, NTRDMA_VDB_CMD, cmd_vdb, NULL, c)) {
 		destroy_workqueue(c->wq);
 		return -EBUSY;
 	}

@@ -41,6 +41,7 @@ static int ntrdma_info_show(struct seq_file *s, void *unused)
 	seq_printf(s, "proto_errors: %lld\n", atomic64_read(&st->proto_errors));
 	seq_printf(s, "vdb_rings: %lld\n", atomic64_read(&st->vdb_rings));
 	seq_printf(s, "vdb_events: %lld\n", atomic64_read(&st->vdb_events));
+	seq_printf(s, "sweep_kicks: %lld\n", atomic64_read(&st->sweep_kicks));
 	seq_printf(s, "cmd_sent: %lld\n", atomic64_read(&st->cmd_sent));
 	seq_printf(s, "cmd_handled: %lld\n", atomic64_read(&st->cmd_handled));
 	seq_printf(s, "cmd_timeouts: %lld\n", atomic64_read(&st->cmd_timeouts));

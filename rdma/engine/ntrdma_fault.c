@@ -9,6 +9,9 @@
  *   cqe TQP            a completion the peer must reject (length 0) in the
  *                      next slot of TQP's receive ring at the peer, published
  *   cq_prod TQP VALUE  the peer's completion producer index of TQP := VALUE
+ *   rx_event TQP VALUE our wish for an RX doorbell, in the peer's inbox,
+ *                      := VALUE (a wrong event index: the peer does not
+ *                      ring our next receive; no doorbell rung)
  *   fail SITE N        from now on fail every Nth try at SITE (rx_alloc:
  *                      a face's receive buffer allocation; dma_prep: the
  *                      engine's DMA descriptors, the first of a message;
@@ -151,39 +154,56 @@ static int fault_set(struct ntrdma_dev *ndev, const char *name,
 	return -ENOENT;
 }
 
+/* The requests that name a TQP; -ENOENT when @buf is none of them. */
+static int fault_run_tqp(struct ntrdma_dev *ndev,
+			 struct ntrdma_inbox __iomem *pi, const char *buf)
+{
+	struct ntrdma_tqp *tqp;
+	unsigned int id;
+	u32 value;
+
+	if (sscanf(buf, "rx_event %u %u", &id, &value) == 2) {
+		/* no doorbell: the peer must not look before it sends */
+		if (!fault_tqp(ndev, id))
+			return -ENODEV;
+		iowrite32(value, &pi->tqp[id].rx_event);
+		return 0;
+	}
+	if (sscanf(buf, "cq_prod %u %u", &id, &value) == 2) {
+		if (!fault_tqp(ndev, id))
+			return -ENODEV;
+		iowrite32(value, &pi->tqp[id].cq_prod);
+	} else if (sscanf(buf, "cqe %u", &id) == 1) {
+		tqp = fault_tqp(ndev, id);
+		if (!tqp)
+			return -ENODEV;
+		fault_cqe(ndev, tqp, pi);
+	} else {
+		return -ENOENT;
+	}
+	fault_ring_all(ndev);
+	return 0;
+}
+
 static int fault_run(struct ntrdma_dev *ndev, const char *buf)
 {
 	struct ntrdma_inbox __iomem *pi = READ_ONCE(ndev->pinbox);
-	struct ntrdma_tqp *tqp;
-	unsigned int id;
 	char name[16];
-	u32 value, n;
 	u64 seed;
-	int rc = -EINVAL;
+	u32 n;
+	int rc;
 
 	if (sscanf(buf, "fail %15s %u", name, &n) == 2)
 		return fault_set(ndev, name, n);
 	rc = ntrdma_canary_run(ndev, buf);
 	if (rc != -ENOENT)
 		return rc;
-	rc = -EINVAL;
 	if (!ntrdma_link_is_up(ndev) || !pi)
 		return -ENOLINK;
 	if (sscanf(buf, "fuzz %u %llu", &n, &seed) == 2)
 		return fault_fuzz(ndev, pi, min_t(u32, n, 1U << 20), seed);
-	if (sscanf(buf, "cq_prod %u %u", &id, &value) == 2) {
-		tqp = fault_tqp(ndev, id);
-		if (!tqp)
-			return -ENOENT;
-		iowrite32(value, &pi->tqp[id].cq_prod);
-		rc = 0;
-	} else if (sscanf(buf, "cqe %u", &id) == 1) {
-		tqp = fault_tqp(ndev, id);
-		rc = tqp ? fault_cqe(ndev, tqp, pi) : -ENOENT;
-	}
-	if (!rc)
-		fault_ring_all(ndev);
-	return rc;
+	rc = fault_run_tqp(ndev, pi, buf);
+	return rc == -ENOENT ? -EINVAL : rc;
 }
 
 static ssize_t fault_write(struct file *f, const char __user *ubuf,

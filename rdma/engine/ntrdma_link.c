@@ -357,6 +357,7 @@ static void ntrdma_link_work(struct work_struct *work)
 		ntrdma_go_down(ndev, "peer heartbeat lost");
 		goto resched;
 	}
+	ntrdma_vdb_sweep(ndev);
 
 resched:
 	queue_delayed_work(ndev->wq, &ndev->link_work, ntrdma_hb_period());

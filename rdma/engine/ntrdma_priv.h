@@ -11,6 +11,7 @@
  *   a TQP's tx_lock -> vdb_out_lock (a send publishes and rings)
  *   vdb_lock -> what a doorbell handler or a TQP's rx, tx_space and
  *               peer_state callbacks take (hard irq; they only schedule)
+ *   vdb_lock -> a TQP's tx_lock (the heartbeat sweep's watch functions)
  * Every spinlock of the engine is taken with interrupts off.
  */
 #ifndef NTRDMA_PRIV_H
@@ -35,9 +36,12 @@ struct dma_chan;
 
 /* A virtual doorbell handler: runs in hard interrupt context. */
 typedef void (*ntrdma_vdb_fn)(struct ntrdma_dev *ndev, void *ctx);
+/* Whether work waits that no doorbell announced (the heartbeat sweep). */
+typedef bool (*ntrdma_vdb_watch_fn)(struct ntrdma_dev *ndev, void *ctx);
 
 struct ntrdma_vdb_slot {
 	ntrdma_vdb_fn fn;
+	ntrdma_vdb_watch_fn watch;	/* optional */
 	void *ctx;
 	u32 seen;
 };
@@ -54,6 +58,7 @@ struct ntrdma_stats {
 	atomic64_t proto_errors;
 	atomic64_t vdb_rings;
 	atomic64_t vdb_events;
+	atomic64_t sweep_kicks;		/* handlers the heartbeat sweep ran */
 	atomic64_t cmd_sent;
 	atomic64_t cmd_handled;
 	atomic64_t cmd_timeouts;
@@ -122,6 +127,8 @@ struct ntrdma_tqp {
 	struct ntrdma_tqp_slot *tail;	/* the channel refused part of it */
 	struct delayed_work tail_work;	/* completes the tail slot */
 	bool dma_wake;		/* a sender waits for a DMA completion */
+	bool tx_waiting;	/* a sender asked for TXWAKE */
+	bool rx_armed;		/* the receiver asked for RX and sleeps */
 	u64 doorbells;
 	u64 placed;		/* pieces ntrdma_tqp_place() wrote */
 	struct ntrdma_tqp_slot *slot;
@@ -218,11 +225,12 @@ extern unsigned int ntrdma_heartbeat_timeout_ms;
 /* vdb.c */
 void ntrdma_vdb_init(struct ntrdma_dev *ndev);
 int ntrdma_vdb_register(struct ntrdma_dev *ndev, int idx, ntrdma_vdb_fn fn,
-			void *ctx);
+			ntrdma_vdb_watch_fn watch, void *ctx);
 void ntrdma_vdb_unregister(struct ntrdma_dev *ndev, int idx);
 void ntrdma_vdb_ring(struct ntrdma_dev *ndev, int idx);
 void ntrdma_vdb_event(struct ntrdma_dev *ndev);
 void ntrdma_vdb_reset(struct ntrdma_dev *ndev);
+void ntrdma_vdb_sweep(struct ntrdma_dev *ndev);
 
 /* cmd.c */
 int ntrdma_cmd_init(struct ntrdma_dev *ndev);

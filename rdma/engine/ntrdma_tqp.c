@@ -64,6 +64,7 @@ static void tqp_vdb_rx(struct ntrdma_dev *ndev, void *ctx)
 {
 	struct ntrdma_tqp *tqp = ctx;
 
+	WRITE_ONCE(tqp->rx_armed, false);
 	tqp->ops->rx(tqp->ctx);
 }
 
@@ -71,7 +72,53 @@ static void tqp_vdb_txwake(struct ntrdma_dev *ndev, void *ctx)
 {
 	struct ntrdma_tqp *tqp = ctx;
 
+	WRITE_ONCE(tqp->tx_waiting, false);
 	tqp->ops->tx_space(tqp->ctx);
+}
+
+/*
+ * The heartbeat sweep's watch functions (ntrdma_vdb_sweep(), vdb_lock held,
+ * irqs off; the link work also serializes them with start and stop). The
+ * completion producer the peer wrote lies between what we consumed and what
+ * we posted (read in that order, each only grows); a receiver that armed
+ * and sleeps while completions wait missed its doorbell.
+ */
+static bool tqp_watch_rx(struct ntrdma_dev *ndev, void *ctx)
+{
+	struct ntrdma_tqp *tqp = ctx;
+	u32 cons, prod, post;
+
+	if (!READ_ONCE(tqp->active))
+		return false;
+	cons = READ_ONCE(tqp->rx_cons);
+	smp_rmb(); /* the consumer before the peer's producer */
+	prod = READ_ONCE(tqp_own(tqp)->cq_prod);
+	smp_rmb(); /* the peer's producer before our post position */
+	post = READ_ONCE(tqp->rx_post);
+	if (!ntrdma_ring_avail_ok(prod, cons, post - cons)) {
+		ntrdma_link_proto_error(ndev, "completion producer out of range");
+		return false;
+	}
+	return READ_ONCE(tqp->rx_armed) && prod != cons;
+}
+
+/* Posted buffers in range; a sender that asked for TXWAKE and has one now. */
+static bool tqp_watch_txwake(struct ntrdma_dev *ndev, void *ctx)
+{
+	struct ntrdma_tqp *tqp = ctx;
+	bool stuck = false;
+	u32 prod;
+
+	spin_lock(&tqp->tx_lock);
+	if (tqp->active) {
+		prod = READ_ONCE(tqp_own(tqp)->post_prod);
+		if (!ntrdma_ring_avail_ok(prod, tqp->tx_pos, TQP_RING))
+			ntrdma_link_proto_error(ndev, "posted buffer index out of range");
+		else
+			stuck = tqp->tx_waiting && prod != tqp->tx_pos;
+	}
+	spin_unlock(&tqp->tx_lock);
+	return stuck;
 }
 
 static void tqp_vdb_state(struct ntrdma_dev *ndev, void *ctx)
@@ -87,6 +134,11 @@ static const ntrdma_vdb_fn tqp_vdb_fns[NTRDMA_TQP_VDBS] = {
 	[NTRDMA_TQP_VDB_RX] = tqp_vdb_rx,
 	[NTRDMA_TQP_VDB_TXWAKE] = tqp_vdb_txwake,
 	[NTRDMA_TQP_VDB_STATE] = tqp_vdb_state,
+};
+
+static const ntrdma_vdb_watch_fn tqp_vdb_watch[NTRDMA_TQP_VDBS] = {
+	[NTRDMA_TQP_VDB_RX] = tqp_watch_rx,
+	[NTRDMA_TQP_VDB_TXWAKE] = tqp_watch_txwake,
 };
 
 static void tqp_free_stage(struct ntrdma_tqp *tqp)
@@ -154,7 +206,7 @@ struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev,
 	}
 	for (i = 0; i < NTRDMA_TQP_VDBS; i++) {
 		rc = ntrdma_vdb_register(ndev, NTRDMA_VDB_TQP(id, i),
-					 tqp_vdb_fns[i], tqp);
+					 tqp_vdb_fns[i], tqp_vdb_watch[i], tqp);
 		if (rc)
 			goto err_vdb;
 	}
@@ -227,6 +279,8 @@ void ntrdma_tqp_start(struct ntrdma_tqp *tqp)
 	tqp->tx_done = base;
 	tqp->tx_published = base;
 	tqp->dma_wake = false;
+	tqp->tx_waiting = false;
+	tqp->rx_armed = false;
 	/*
 	 * The peer writes our completion producer only after we post, and
 	 * asks for TXWAKE only after seeing a post: both start at base here.
@@ -469,6 +523,7 @@ int ntrdma_tqp_poll_recv(struct ntrdma_tqp *tqp, struct ntrdma_tqp_rcomp *c,
 		ntrdma_link_proto_error(tqp->ndev, "bad completion");
 		return -EPROTO;
 	}
+	WRITE_ONCE(tqp->rx_armed, false);
 	c->pos = tqp->rx_cons++;
 	c->len = cqe.len;
 	c->meta = cqe.meta;
@@ -494,6 +549,7 @@ bool ntrdma_tqp_recv_arm(struct ntrdma_tqp *tqp)
 
 	if (!READ_ONCE(tqp->active) || !pt)
 		return false;
+	WRITE_ONCE(tqp->rx_armed, true);
 	iowrite32(tqp->rx_cons, &pt->rx_event);
 	mb(); /* the request before the re-check */
 	return tqp_recv_pending(tqp);
@@ -558,7 +614,10 @@ static int tqp_wait_buf(struct ntrdma_tqp *tqp, struct ntrdma_wire_rxd *d)
 		return rc;
 	iowrite32(tqp->tx_pos, &pt->tx_event);
 	mb(); /* ask before re-checking for a concurrent post */
-	return tqp_peer_buf(tqp, d);
+	rc = tqp_peer_buf(tqp, d);
+	if (rc == -ENOSPC)
+		tqp->tx_waiting = true;
+	return rc;
 }
 
 static void tqp_cpu_copy(void __iomem *dst, const struct ntrdma_tqp_sge *sg,

@@ -46,7 +46,7 @@ void ntrdma_vdb_reset(struct ntrdma_dev *ndev)
 }
 
 int ntrdma_vdb_register(struct ntrdma_dev *ndev, int idx, ntrdma_vdb_fn fn,
-			void *ctx)
+			ntrdma_vdb_watch_fn watch, void *ctx)
 {
 	unsigned long flags;
 	int rc = 0;
@@ -58,6 +58,7 @@ int ntrdma_vdb_register(struct ntrdma_dev *ndev, int idx, ntrdma_vdb_fn fn,
 		rc = -EBUSY;
 	} else {
 		ndev->vdb[idx].fn = fn;
+		ndev->vdb[idx].watch = watch;
 		ndev->vdb[idx].ctx = ctx;
 		ndev->vdb[idx].seen = READ_ONCE(ndev->inbox->vdb[idx]);
 	}
@@ -73,6 +74,7 @@ void ntrdma_vdb_unregister(struct ntrdma_dev *ndev, int idx)
 		return;
 	spin_lock_irqsave(&ndev->vdb_lock, flags);
 	ndev->vdb[idx].fn = NULL;
+	ndev->vdb[idx].watch = NULL;
 	ndev->vdb[idx].ctx = NULL;
 	spin_unlock_irqrestore(&ndev->vdb_lock, flags);
 }
@@ -118,6 +120,32 @@ void ntrdma_vdb_event(struct ntrdma_dev *ndev)
 		if (!s->fn || v == s->seen)
 			continue;
 		s->seen = v;
+		s->fn(ndev, s->ctx);
+	}
+	spin_unlock_irqrestore(&ndev->vdb_lock, flags);
+}
+
+/*
+ * The heartbeat's look at every ring (link work, each period while the
+ * session runs). A doorbell the peer did not ring, because the event index
+ * it read was wrong (a hostile or broken peer; a lost race on a real
+ * bridge), would leave a queue asleep for good: each slot whose watch
+ * function sees work waiting runs its handler now. The watch functions
+ * also check the peer's indices, so a malformed one ends the session at
+ * the next period, not at its next use. Counted in sweep_kicks.
+ */
+void ntrdma_vdb_sweep(struct ntrdma_dev *ndev)
+{
+	struct ntrdma_vdb_slot *s;
+	unsigned long flags;
+	int i;
+
+	spin_lock_irqsave(&ndev->vdb_lock, flags);
+	for (i = 0; i < NTRDMA_VDB_COUNT; i++) {
+		s = &ndev->vdb[i];
+		if (!s->fn || !s->watch || !s->watch(ndev, s->ctx))
+			continue;
+		atomic64_inc(&ndev->stats.sweep_kicks);
 		s->fn(ndev, s->ctx);
 	}
 	spin_unlock_irqrestore(&ndev->vdb_lock, flags);
