@@ -102,21 +102,21 @@ static bool tqp_watch_rx(struct ntrdma_dev *ndev, void *ctx)
 	return READ_ONCE(tqp->rx_armed) && prod != cons;
 }
 
-/* Posted buffers in range; a sender that asked for TXWAKE and has one now. */
+/*
+ * A sender that asked for TXWAKE and has a buffer now. The posted-buffer
+ * index is checked at its use only: until the peer's first post of a
+ * session it may still hold the word of the last one (the peer can post
+ * before our start, so start does not reset it), and a sender waits only
+ * after it saw the index equal to its position.
+ */
 static bool tqp_watch_txwake(struct ntrdma_dev *ndev, void *ctx)
 {
 	struct ntrdma_tqp *tqp = ctx;
-	bool stuck = false;
-	u32 prod;
+	bool stuck;
 
 	spin_lock(&tqp->tx_lock);
-	if (tqp->active) {
-		prod = READ_ONCE(tqp_own(tqp)->post_prod);
-		if (!ntrdma_ring_avail_ok(prod, tqp->tx_pos, TQP_RING))
-			ntrdma_link_proto_error(ndev, "posted buffer index out of range");
-		else
-			stuck = tqp->tx_waiting && prod != tqp->tx_pos;
-	}
+	stuck = tqp->active && tqp->tx_waiting &&
+		READ_ONCE(tqp_own(tqp)->post_prod) != tqp->tx_pos;
 	spin_unlock(&tqp->tx_lock);
 	return stuck;
 }
