@@ -11,7 +11,6 @@
  *   a TQP's tx_lock -> vdb_out_lock (a send publishes and rings)
  *   vdb_lock -> what a doorbell handler or a TQP's rx, tx_space and
  *               peer_state callbacks take (hard irq; they only schedule)
- *   vdb_lock -> a TQP's tx_lock (the heartbeat sweep's watch functions)
  * Every spinlock of the engine is taken with interrupts off.
  */
 #ifndef NTRDMA_PRIV_H

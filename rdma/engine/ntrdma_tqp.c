@@ -76,49 +76,33 @@ static void tqp_vdb_txwake(struct ntrdma_dev *ndev, void *ctx)
 	tqp->ops->tx_space(tqp->ctx);
 }
 
+static bool tqp_recv_pending(struct ntrdma_tqp *tqp)
+{
+	return READ_ONCE(tqp->active) &&
+	       READ_ONCE(tqp_own(tqp)->cq_prod) != tqp->rx_cons;
+}
+
 /*
- * The heartbeat sweep's watch functions (ntrdma_vdb_sweep(), vdb_lock held,
- * irqs off; the link work also serializes them with start and stop). The
- * completion producer the peer wrote lies between what we consumed and what
- * we posted (read in that order, each only grows); a receiver that armed
- * and sleeps while completions wait missed its doorbell.
+ * The heartbeat sweep's watch functions (ntrdma_vdb_sweep(), vdb_lock held;
+ * the link work serializes them with start and stop). Lockless: a spurious
+ * kick costs one look, a missed one waits a period. A receiver that sleeps
+ * while completions wait missed its doorbell (the look it is woken for also
+ * checks the producer, so a malformed one ends the session here too).
  */
 static bool tqp_watch_rx(struct ntrdma_dev *ndev, void *ctx)
 {
 	struct ntrdma_tqp *tqp = ctx;
-	u32 cons, prod, post;
 
-	if (!READ_ONCE(tqp->active))
-		return false;
-	cons = READ_ONCE(tqp->rx_cons);
-	smp_rmb(); /* the consumer before the peer's producer */
-	prod = READ_ONCE(tqp_own(tqp)->cq_prod);
-	smp_rmb(); /* the peer's producer before our post position */
-	post = READ_ONCE(tqp->rx_post);
-	if (!ntrdma_ring_avail_ok(prod, cons, post - cons)) {
-		ntrdma_link_proto_error(ndev, "completion producer out of range");
-		return false;
-	}
-	return READ_ONCE(tqp->rx_armed) && prod != cons;
+	return READ_ONCE(tqp->rx_armed) && tqp_recv_pending(tqp);
 }
 
-/*
- * A sender that asked for TXWAKE and has a buffer now. The posted-buffer
- * index is checked at its use only: until the peer's first post of a
- * session it may still hold the word of the last one (the peer can post
- * before our start, so start does not reset it), and a sender waits only
- * after it saw the index equal to its position.
- */
+/* A sender that asked for TXWAKE and has a buffer posted now. */
 static bool tqp_watch_txwake(struct ntrdma_dev *ndev, void *ctx)
 {
 	struct ntrdma_tqp *tqp = ctx;
-	bool stuck;
 
-	spin_lock(&tqp->tx_lock);
-	stuck = tqp->active && tqp->tx_waiting &&
-		READ_ONCE(tqp_own(tqp)->post_prod) != tqp->tx_pos;
-	spin_unlock(&tqp->tx_lock);
-	return stuck;
+	return READ_ONCE(tqp->active) && READ_ONCE(tqp->tx_waiting) &&
+	       READ_ONCE(tqp_own(tqp)->post_prod) != READ_ONCE(tqp->tx_pos);
 }
 
 static void tqp_vdb_state(struct ntrdma_dev *ndev, void *ctx)
@@ -523,17 +507,10 @@ int ntrdma_tqp_poll_recv(struct ntrdma_tqp *tqp, struct ntrdma_tqp_rcomp *c,
 		ntrdma_link_proto_error(tqp->ndev, "bad completion");
 		return -EPROTO;
 	}
-	WRITE_ONCE(tqp->rx_armed, false);
 	c->pos = tqp->rx_cons++;
 	c->len = cqe.len;
 	c->meta = cqe.meta;
 	return 1;
-}
-
-static bool tqp_recv_pending(struct ntrdma_tqp *tqp)
-{
-	return READ_ONCE(tqp->active) &&
-	       READ_ONCE(tqp_own(tqp)->cq_prod) != tqp->rx_cons;
 }
 
 /**
@@ -552,7 +529,10 @@ bool ntrdma_tqp_recv_arm(struct ntrdma_tqp *tqp)
 	WRITE_ONCE(tqp->rx_armed, true);
 	iowrite32(tqp->rx_cons, &pt->rx_event);
 	mb(); /* the request before the re-check */
-	return tqp_recv_pending(tqp);
+	if (!tqp_recv_pending(tqp))
+		return false;
+	WRITE_ONCE(tqp->rx_armed, false);	/* the owner polls on */
+	return true;
 }
 
 /* ---- send ---- */
@@ -616,7 +596,7 @@ static int tqp_wait_buf(struct ntrdma_tqp *tqp, struct ntrdma_wire_rxd *d)
 	mb(); /* ask before re-checking for a concurrent post */
 	rc = tqp_peer_buf(tqp, d);
 	if (rc == -ENOSPC)
-		tqp->tx_waiting = true;
+		WRITE_ONCE(tqp->tx_waiting, true);
 	return rc;
 }
 

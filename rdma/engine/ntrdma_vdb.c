@@ -130,9 +130,8 @@ void ntrdma_vdb_event(struct ntrdma_dev *ndev)
  * session runs). A doorbell the peer did not ring, because the event index
  * it read was wrong (a hostile or broken peer; a lost race on a real
  * bridge), would leave a queue asleep for good: each slot whose watch
- * function sees work waiting runs its handler now. The watch functions
- * also check the peer's indices, so a malformed one ends the session at
- * the next period, not at its next use. Counted in sweep_kicks.
+ * function sees work waiting runs its handler now. Counted in
+ * sweep_kicks.
  */
 void ntrdma_vdb_sweep(struct ntrdma_dev *ndev)
 {
