@@ -21,11 +21,12 @@
  * revocation ends the session.
  *
  * QPs: a QP is exported when it enters RTR or RTS (or its access or
- * destination changes there) and withdrawn when it leaves them by
- * modify_qp or destroy. These go through an ordered work, never waiting in
- * the caller's context. A QP the data path moves to ERR stays exported
- * until then: placements through it still land in MRs that are exported,
- * which is a matter of IB semantics, not of memory safety.
+ * destination changes there) and withdrawn when it leaves them (modify_qp,
+ * destroy, the data path or rdma_cm failing it: a QP in ERR executes
+ * nothing). These go through an ordered work, never waiting in the
+ * caller's context; until a withdrawal has reached the peer, its WRITEs
+ * through that QP still land (in MRs that are exported: a matter of IB
+ * semantics for that short time, not of memory safety).
  */
 
 #include <linux/dma-mapping.h>
@@ -320,11 +321,47 @@ void ntrdma_export_qp(struct ntrdma_qp *qp, bool up)
 	m->q.access = qp->qp_access_flags & NTRDMA_EXPORT_ACCESS;
 	m->q.dest_qpn = qp->dest_qp_num;
 	m->q.up = up;
-	qp->exported = up;
+	WRITE_ONCE(qp->exported, up);
 	spin_lock_irq(&nib->exp->qp_lock);
 	list_add_tail(&m->link, &nib->exp->qp_msgs);
 	spin_unlock_irq(&nib->exp->qp_lock);
 	queue_work(nib->exp->wq, &nib->exp->qp_work);
+}
+
+/* The data path failed the QP: unless it moved on since, it is withdrawn. */
+static void export_qp_failed_work(struct work_struct *work)
+{
+	struct ntrdma_qp *qp = container_of(work, struct ntrdma_qp,
+					    unexport_work);
+
+	mutex_lock(&qp->lock);
+	if (READ_ONCE(qp->state) == IB_QPS_ERR)
+		ntrdma_export_qp(qp, false);
+	mutex_unlock(&qp->lock);
+}
+
+/**
+ * ntrdma_export_qp_init() - a new QP's part of the exports
+ * @qp: the QP being created (destroy cancels its unexport_work)
+ */
+void ntrdma_export_qp_init(struct ntrdma_qp *qp)
+{
+	INIT_WORK(&qp->unexport_work, export_qp_failed_work);
+}
+
+/**
+ * ntrdma_export_qp_failed() - the data path moved @qp to ERR
+ * @qp: the QP (any context; its sq_lock held)
+ *
+ * A QP in ERR executes nothing: the peer is told to stop placing through
+ * it, from a work item (the export messages' order is kept).
+ */
+void ntrdma_export_qp_failed(struct ntrdma_qp *qp)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+
+	if (READ_ONCE(qp->exported))
+		queue_work(nib->exp->wq, &qp->unexport_work);
 }
 
 /* ---- sessions ---- */

@@ -300,7 +300,6 @@ struct ntrdma_qp {
 	struct ntrdma_swqe *swq;	/* shadow of the SQ ring */
 	u32 place_scan;			/* WQEs before it are done */
 	bool req_skipped;		/* msns the responder will not see */
-	bool exported;			/* to the peer (ntrdma_export.c) */
 	u32 sq_fetched;			/* WQEs copied into swq */
 	u32 sq_send;			/* the WQE being sent */
 	u32 req_msn;			/* msn of the next fetched WQE */
@@ -318,6 +317,9 @@ struct ntrdma_qp {
 	u8 no_qp_left;			/* NO_QP resends: only answers restore */
 	u32 ack_progress, ack_seen;
 	struct work_struct tx_work;
+	/* exported to the peer (ntrdma_export.c; under lock) */
+	bool exported;
+	struct work_struct unexport_work;	/* the data path failed it */
 	struct list_head tx_wait;	/* on vx->tx_waiters */
 	bool cq_overrun;		/* a completion was lost: to ERR */
 	bool sqd_notify;		/* SQD: SQ_DRAINED still owed */
@@ -440,6 +442,8 @@ void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
 bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
 void ntrdma_export_unmap(struct ntrdma_mr *mr);
 void ntrdma_export_qp(struct ntrdma_qp *qp, bool up);
+void ntrdma_export_qp_init(struct ntrdma_qp *qp);
+void ntrdma_export_qp_failed(struct ntrdma_qp *qp);
 void ntrdma_export_link_up(struct ntrdma_ib *nib);
 
 /* ntrdma_req.c: requester */

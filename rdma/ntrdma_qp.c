@@ -65,6 +65,7 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	spin_lock_init(&qp->rq_lock);
 	spin_lock_init(&qp->sq_lock);
 	INIT_WORK(&qp->tx_work, ntrdma_qp_tx_work);
+	ntrdma_export_qp_init(qp);
 	INIT_LIST_HEAD(&qp->tx_wait);
 	init_waitqueue_head(&qp->seg_wait);
 	init_waitqueue_head(&qp->cm_wait);
@@ -174,6 +175,7 @@ int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	/* ...and its segments still being copied finish, or outlive it. */
 	ntrdma_vx_pool_release(qp);
 	cancel_work_sync(&qp->tx_work);
+	cancel_work_sync(&qp->unexport_work);
 	kvfree(qp->swq);
 	ntrdma_ring_free(&qp->rq);
 	ntrdma_ring_free(&qp->sq);
@@ -291,11 +293,6 @@ static void ntrdma_rq_flush(struct ntrdma_qp *qp)
 	spin_unlock_irqrestore(&qp->rq_lock, flags);
 }
 
-/*
- * The QP enters ERR: everything posted completes (flush errors, the WQE
- * that failed with its own status first), then the async event @ev if
- * @event. From the data path or modify_qp.
- */
 /* An affiliated asynchronous event of @qp, to its handler (any context). */
 static void ntrdma_qp_event(struct ntrdma_qp *qp, enum ib_event_type type)
 {
@@ -309,6 +306,11 @@ static void ntrdma_qp_event(struct ntrdma_qp *qp, enum ib_event_type type)
 		qp->ibqp.event_handler(&e, qp->ibqp.qp_context);
 }
 
+/*
+ * The QP enters ERR: everything posted completes (flush errors, the WQE
+ * that failed with its own status first), then the async event @ev if
+ * @event. From the data path or modify_qp.
+ */
 static void ntrdma_qp_error_ev(struct ntrdma_qp *qp, bool event,
 			       enum ib_event_type ev)
 {
@@ -345,8 +347,10 @@ void ntrdma_qp_sq_drained(struct ntrdma_qp *qp)
 /* The data path found an error (QP affiliated): ERR with event @ev. */
 void ntrdma_qp_error(struct ntrdma_qp *qp, enum ib_event_type ev)
 {
-	if (qp->state != IB_QPS_ERR)
+	if (qp->state != IB_QPS_ERR) {
 		ntrdma_qp_error_ev(qp, true, ev);
+		ntrdma_export_qp_failed(qp);
+	}
 }
 
 /* Add a completion; a full CQ is an overrun: CQ error, the QP fails. */
@@ -604,6 +608,7 @@ void ntrdma_qp_cm_disconnected(struct ntrdma_qp *qp)
 	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET)
 		ntrdma_qp_error_ev(qp, false, 0);
 	spin_unlock_irq(&qp->sq_lock);
+	ntrdma_export_qp(qp, false);	/* ERR executes nothing */
 	mutex_unlock(&qp->lock);
 }
 

@@ -13,14 +13,6 @@
 namespace ntv {
 namespace {
 
-// A data path counter of @dev's port 1 (rdma statistic), or -1.
-long long HwCounter(const std::string& dev, const char* name) {
-    std::ifstream f("/sys/class/infiniband/" + dev + "/ports/1/hw_counters/" + name);
-    long long v = -1;
-    f >> v;
-    return f ? v : -1;
-}
-
 bool DirectPlacementOn() {
     std::ifstream f("/sys/module/ntrdma/parameters/direct_placement");
     char c = 'N';
@@ -68,16 +60,24 @@ class Placement : public DataPath {
         }
         return false;
     }
+
+    // A connection whose WRITEs from *src (a_, @len) to *dst (b_) are
+    // placed directly (fatal failure otherwise).
+    void ConnectDirect(size_t len, Conn* c, Buf** src, Buf** dst) {
+        *c = Connect();
+        *src = Reg(a_, len, kLocal);
+        *dst = Reg(b_, len, kRemoteAll);
+        ASSERT_FALSE(HasFailure());
+        ASSERT_TRUE(WaitDirect(*c, *src, *dst)) << "no WRITE was placed directly in 5 s";
+    }
 };
 
 // The target receives nothing for a plain WRITE: no segment, no copy.
 TEST_F(Placement, WriteLandsWithoutTargetWork) {
-    Conn c = Connect();
     const size_t len = 65536;
-    Buf* src = Reg(a_, len, kLocal);
-    Buf* dst = Reg(b_, len, kRemoteAll);
-    ASSERT_FALSE(HasFailure());
-    ASSERT_TRUE(WaitDirect(c, src, dst)) << "no WRITE was placed directly in 5 s";
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &dst));
     std::this_thread::sleep_for(milliseconds(50));
     const long long rx0 = HwCounter(b_.name, "rx_segments");
     const long long placed0 = HwCounter(a_.name, "placed_writes");
@@ -194,6 +194,43 @@ TEST_F(Placement, StaleAndForeignKeysNeverPlaced) {
     EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR) << WcStr(wc[0]);
     EXPECT_EQ(FirstDiff(std::vector<uint8_t>(len, 0).data(), foreign->p(), len), -1)
         << "an MR of another PD was written";
+}
+
+// IB: a QP in ERR executes nothing. When the target QP fails by its own data
+// path (a SEND with a bad lkey), its export is withdrawn: WRITEs to it stop
+// being placed and fail, and the one that failed left no byte.
+TEST_F(Placement, TargetQpInErrTakesNoPlacements) {
+    const size_t len = 4096;
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &dst));
+    Wr bad;
+    bad.wr_id = 9;
+    bad.sge = {ibv_sge{dst->addr(), 8, dst->mr->lkey ^ 0x5a5a00}};
+    ASSERT_EQ(Post(c.b, bad), 0);
+    std::vector<ibv_wc> e = PollCq(b_.scq, 1);
+    ASSERT_EQ(e.size(), 1u);
+    ASSERT_EQ(e[0].status, IBV_WC_LOC_PROT_ERR) << WcStr(e[0]);
+    // Until the withdrawal reaches the requester a WRITE may still land.
+    const auto deadline = Clock::now() + milliseconds(5000);
+    ibv_wc last{};
+    int landed = 0;
+    for (int i = 0; Clock::now() < deadline; i++) {
+        Fill(src->p(), len, 100 + i);
+        ASSERT_EQ(Post(c.a, WriteWr(i, src->sge(0, len), dst)), 0);
+        std::vector<ibv_wc> wc = PollCq(a_.scq, 1, 30000);
+        ASSERT_EQ(wc.size(), 1u) << "no completion for WRITE " << i;
+        last = wc[0];
+        if (last.status != IBV_WC_SUCCESS) {
+            break;
+        }
+        landed++;
+    }
+    ASSERT_NE(last.status, IBV_WC_SUCCESS) << "WRITEs into a QP in ERR kept landing for 5 s";
+    std::cout << "[ NOTE     ] " << landed
+              << " WRITE(s) landed before the withdrawal arrived; then " << WcStr(last)
+              << std::endl;
+    EXPECT_NE(FirstDiff(src->p(), dst->p(), len), -1) << "the failed WRITE's data landed";
 }
 
 }  // namespace

@@ -15,11 +15,20 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 namespace ntv {
+
+// A data path counter of @dev's port 1 (rdma statistic), or -1.
+inline long long HwCounter(const std::string& dev, const char* name) {
+    std::ifstream f("/sys/class/infiniband/" + dev + "/ports/1/hw_counters/" + name);
+    long long v = -1;
+    f >> v;
+    return f ? v : -1;
+}
 
 inline std::string DeviceName() {
     const char* env = std::getenv("NTRDMA_IBDEV");
