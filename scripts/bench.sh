@@ -57,15 +57,15 @@ else
 		BENCH_RDMA BENCH_RDMA_TESTS; do
 		[ -n "${!v+set}" ] && GUEST_ENV+=("$v=${!v}")
 	done
-	# Rows that exist today and must have results (the ntrdma verbs rows are
-	# n/a until its face lands; peers may lack a test, reported n/a).
+	# Rows that must have results (other rows may be n/a: a peer may lack a
+	# test; a tool that fails 3 times is reported n/a with its reason).
 	if [ -z "${BENCH_ETH+set}${BENCH_ETH_TESTS+set}${BENCH_RDMA+set}${BENCH_RDMA_TESTS+set}${BENCH_LINK+set}" ]; then
 		for t in $TOPOS; do
 			REQUIRE+=("$t|ntb_hw_ivshmem|ntb_perf copy")
 			for s in ntb_netdev ntr0 veth; do
 				REQUIRE+=("$t|$s|iperf3 TCP x1" "$t|$s|iperf3 TCP x4")
 			done
-			for s in rxe siw; do
+			for s in ntrdma rxe siw; do
 				REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_send_lat 2 B")
 			done
 		done

@@ -40,10 +40,10 @@ B_IP=10.77.0.2
 T_LOAD=12	# seconds each load stream is asked to run
 
 ktap_header
-ktap_plan 4
+ktap_plan 5
 
 fail_rest() {
-	while [ "$KTAP_COUNT" -lt 4 ]; do
+	while [ "$KTAP_COUNT" -lt 5 ]; do
 		ktap_fail "$1"
 	done
 	ktap_finish
@@ -153,6 +153,12 @@ load_wait() {
 	wait_for 10 eval '! peer "pgrep -x rping || pgrep -x iperf3 || pgrep -x ib_write_bw" >/dev/null'
 }
 
+# Bytes our verbs device sent or placed so far (its port's counters).
+rdma_bytes() {
+	local d=/sys/class/infiniband/$IBDEV/ports/1/hw_counters
+	echo $(( $(cat "$d/tx_bytes" 2>/dev/null || echo 0) + $(cat "$d/placed_bytes" 2>/dev/null || echo 0) ))
+}
+
 mem_kb() { # FIELD: from /proc/meminfo here (loop: both ends)
 	echo 3 >/proc/sys/vm/drop_caches
 	awk -v f="$1:" '$1 == f { print $2 }' /proc/meminfo
@@ -166,11 +172,13 @@ mem_moved() {
 }
 
 ends_up || fail_rest "both ends up (ib ${IBDEV:-none}, peer ${PEER_IBDEV:-none})"
-ENDED_OK=0 ENDED_ERR=0 HUNG=0 BACK=0 KILLED=0 SLABS= AVAILS=
+ENDED_OK=0 ENDED_ERR=0 HUNG=0 BACK=0 KILLED=0 MOVED=0 SLABS= AVAILS=
 t0=$SECONDS
 for i in $(seq 0 "$CYCLES"); do
 	load_start "$i"
+	b0=$(rdma_bytes)
 	sleep 3
+	[ "$(rdma_bytes)" -gt "$b0" ] && MOVED=$((MOVED + 1))
 	peer_away "$i"
 	[ "${AWAY:-}" = kill ] && KILLED=$((KILLED + 1))
 	sleep 1
@@ -180,13 +188,17 @@ for i in $(seq 0 "$CYCLES"); do
 	if [ "$i" -eq 0 ]; then	# the first cycle warms caches up
 		SLAB0=$(mem_kb Slab) AVAIL0=$(mem_kb MemAvailable)
 		cp /proc/meminfo "$NTRDMA_OUT/soak-meminfo.$$"
-		ENDED_OK=0 ENDED_ERR=0 HUNG=0 BACK=0 KILLED=0
+		ENDED_OK=0 ENDED_ERR=0 HUNG=0 BACK=0 KILLED=0 MOVED=0
 	fi
 	SLABS="$SLABS $(mem_kb Slab)" AVAILS="$AVAILS $(mem_kb MemAvailable)"
 done
 SLAB1=$(mem_kb Slab) AVAIL1=$(mem_kb MemAvailable)
 ktap_diag "$CYCLES cycles ($KILLED peer kills) in $((SECONDS - t0)) s: streams completed $ENDED_OK, failed with an error $ENDED_ERR, hung $HUNG"
 ktap_check "every load stream ended by itself (hung: $HUNG of $((3 * CYCLES)))" test "$HUNG" -eq 0
+# The load ran: RDMA data moved before the peer went away in most cycles
+# (a stream that could not start would count as ended, not hung).
+ktap_check "RDMA data moved under load in $MOVED of $CYCLES cycles (at least half)" \
+	test "$((2 * MOVED))" -ge "$CYCLES"
 ktap_check "the link came back after each of $CYCLES cycles ($BACK)" test "$BACK" -eq "$CYCLES"
 # kB per cycle: the least-squares slope of the per-cycle samples and its
 # standard error. One sample is noise (freed pages sit in per-CPU lists,

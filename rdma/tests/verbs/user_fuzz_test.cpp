@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // The user fuzzer: a hostile process against the verbs face. For
-// NTRDMA_USER_FUZZ_SECS seconds (default 20; `make fuzz-user` runs 900)
+// NTRDMA_USER_FUZZ_SECS seconds (default 20; `make fuzz` runs 900)
 // it drives a "victim" RC connection between the two ends with:
 //  - random send and receive WRs through libibverbs: any opcode value,
 //    SGE lists with good, foreign-PD, deregistered and random lkeys,

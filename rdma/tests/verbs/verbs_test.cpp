@@ -1687,24 +1687,39 @@ class AckTimeout : public DataPath {
 };
 
 // A WRITE to a QP number the peer does not have fails with RETRY_EXC_ERR
-// (the peer answers NO_QP at once; the requester retries retry_cnt times,
-// an ACK timeout apart), and the MR it used deregisters at once: nothing
-// waits for an answer that never comes (no task in D state).
+// (the peer answers NO_QP at once, counted; the requester retries
+// retry_cnt times, an ACK timeout apart). The source MR of a second WRITE
+// behind it, deregistered while both are outstanding, deregisters once they
+// failed: nothing waits for an answer that never comes (no task in D state).
 TEST_F(AckTimeout, WriteToMissingPeerQpFailsRetryExceeded) {
     ASSERT_NO_FATAL_FAILURE(MakePair());
     Buf* src = Reg(a_, 64 << 10, kLocal);
+    Buf* src2 = Reg(a_, 64 << 10, kLocal);
     Buf* dst = Reg(b_, 64 << 10, kRemoteAll);
     ASSERT_FALSE(HasFailure());
+    const long long naks = HwCounter(b_.name, "nak_no_qp_sent");
+    ASSERT_GE(naks, 0);
     ASSERT_EQ(ToRtr(a_qp_, b_, 0xfffff0), 0);  // no QP of the peer has this number
     ASSERT_EQ(ToRts(a_qp_, 1), 0);
-    Wr w = WriteWr(1, src->sge(0, 64 << 10), dst);
-    ASSERT_EQ(Post(a_qp_, w), 0);
-    const long took = ExpectStatus(IBV_WC_RETRY_EXC_ERR, 20000);
-    std::cout << "[ NOTE     ] RETRY_EXC_ERR after " << took << " ms\n";
-    EXPECT_TRUE(WaitQpState(a_qp_, IBV_QPS_ERR));
     const auto t0 = Clock::now();
-    EXPECT_EQ(Dereg(src), 0);
-    EXPECT_LT(std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count(), 1000);
+    ASSERT_EQ(PostChain(a_qp_, {WriteWr(1, src->sge(0, 64 << 10), dst),
+                                WriteWr(2, src2->sge(0, 64 << 10), dst)}),
+              0);
+    EXPECT_EQ(Dereg(src2), 0);
+    const long dereg_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    std::vector<ibv_wc> wc = PollCq(a_.scq, 2, 20000);
+    const long took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    std::cout << "[ NOTE     ] dereg returned after " << dereg_ms << " ms, completions after "
+              << took << " ms\n";
+    ASSERT_EQ(wc.size(), 2u) << "the WRITEs did not both complete within 20 s";
+    EXPECT_EQ(wc[0].wr_id, 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR) << WcStr(wc[0]);
+    // The second fails too: flushed, or its MR went away under it.
+    EXPECT_NE(wc[1].status, IBV_WC_SUCCESS) << WcStr(wc[1]);
+    EXPECT_LT(dereg_ms, 12000) << "dereg waited past its 10 s bound";
+    EXPECT_TRUE(WaitQpState(a_qp_, IBV_QPS_ERR));
+    std::this_thread::sleep_for(milliseconds(50));  // the core caches counters
+    EXPECT_GT(HwCounter(b_.name, "nak_no_qp_sent"), naks) << "the peer sent no NO_QP NAK";
 }
 
 // A responder QP that exists but has not reached RTR yet takes nothing:
@@ -2206,22 +2221,23 @@ TEST_F(DataPath, DestroyQpsWithWorkInFlight) {
     EXPECT_EQ(FirstDiff(s2->p(), d2->p(), 64), -1);
 }
 
-// A hostile user writes the ring indices the kernel owns (SQ/RQ consumer,
-// CQ producer) and the ones it reads (SQ/RQ producer) of one connection's
-// mapped rings while WRITEs are in flight. The kernel keeps its own
-// positions: nothing is wiped or completed twice, no MR reference leaks
-// (dereg and destroy return at once), and another connection of the same
-// process keeps working.
+// A hostile user writes the ring indices the kernel owns (SQ/SRQ consumer,
+// CQ producer) and the ones it reads (SQ/SRQ producer) of one connection's
+// mapped rings (its responder takes receives from an SRQ) while WRITEs and
+// SENDs are in flight. The kernel keeps its own positions: nothing is wiped
+// or completed twice, no MR reference leaks (dereg and destroy return at
+// once), and another connection of the same process keeps working.
 TEST_F(DataPath, UserScribbledRingIndicesHarmOnlyTheirQp) {
     Conn bystander = Connect();
     const std::set<uintptr_t> before = UverbsMappings();
     ConnSpec spec;
     spec.scq_a = CreateCq(a_, 64);
     spec.rcq_b = CreateCq(b_, 64);
+    spec.srq_b = CreateSrq(b_, 64, 1);
     Conn victim = Connect(spec);
     const size_t len = 256 << 10;
     Buf* src = Reg(a_, len, kLocal);
-    Buf* dst = Reg(b_, len, kRemoteAll);
+    Buf* dst = Reg(b_, len, kRemoteAll | IBV_ACCESS_LOCAL_WRITE);
     ASSERT_FALSE(HasFailure());
     std::vector<uintptr_t> rings;
     for (uintptr_t m : UverbsMappings()) {
@@ -2229,10 +2245,12 @@ TEST_F(DataPath, UserScribbledRingIndicesHarmOnlyTheirQp) {
             rings.push_back(m);
         }
     }
-    ASSERT_GE(rings.size(), 4u) << "the new connection's rings are not mapped";
+    // SQ and RQ of each QP, two CQs, the SRQ
+    ASSERT_GE(rings.size(), 5u) << "the new connection's rings are not mapped";
     for (int i = 0; i < 8; i++) {
         Wr w = WriteWr(i, src->sge(0, len), dst);
         ASSERT_EQ(Post(victim.a, w), 0);
+        ASSERT_EQ(PostSrqRecv(spec.srq_b, i, {dst->sge(i * 64, 64)}), 0);
     }
     std::mt19937 rng(7);
     for (int round = 0; round < 50; round++) {
@@ -2244,7 +2262,12 @@ TEST_F(DataPath, UserScribbledRingIndicesHarmOnlyTheirQp) {
             }
         }
         Wr w = WriteWr(100 + round, src->sge(0, 64), dst);
-        Post(victim.a, w);  // may fail: the user broke its own ring
+        Wr snd;
+        snd.wr_id = 200 + round;
+        snd.sge = {src->sge(0, 64)};
+        // These may fail: the user broke its own rings.
+        PostChain(victim.a, {w, snd});
+        PostSrqRecv(spec.srq_b, 300 + round, {dst->sge(0, 64)});
         std::this_thread::sleep_for(milliseconds(5));
     }
     const long ms = DestroyAndDereg(victim, {dst, src});
