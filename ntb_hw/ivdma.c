@@ -11,17 +11,59 @@
  * address: either inside the port's flat window (the peer's RAM, mapped here
  * once) or guest RAM (reached through its struct page). Anything else fails
  * the descriptor with DMA_TRANS_READ_FAILED / DMA_TRANS_WRITE_FAILED.
+ *
+ * For the selftests it can refuse work as a fixed-ring engine (IOAT) does
+ * when its ring is full: fail_prep_every=N makes every Nth prep return NULL,
+ * fail_submit_every=N every Nth submit return an error cookie (the
+ * descriptor is then freed here; its callback never runs); `refused` counts
+ * both. 0 (the default): never.
  */
 
 #include <linux/dmaengine.h>
 #include <linux/highmem.h>
 #include <linux/io.h>
 #include <linux/list.h>
+#include <linux/moduleparam.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/sysfs.h>
 #include <linux/workqueue.h>
 
 #include "ivdma.h"
+
+static unsigned int fail_prep_every;
+module_param(fail_prep_every, uint, 0644);
+MODULE_PARM_DESC(fail_prep_every,
+		 "Tests: the DMA engine refuses every Nth descriptor at prep, as a full ring does (default 0: never)");
+
+static unsigned int fail_submit_every;
+module_param(fail_submit_every, uint, 0644);
+MODULE_PARM_DESC(fail_submit_every,
+		 "Tests: the DMA engine refuses every Nth descriptor at submit (default 0: never)");
+
+static atomic_t ivdma_tries[2];		/* preps, submits */
+static atomic_t ivdma_refused;
+
+static int ivdma_refused_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&ivdma_refused));
+}
+
+static const struct kernel_param_ops ivdma_refused_ops = {
+	.get = ivdma_refused_get,
+};
+module_param_cb(refused, &ivdma_refused_ops, NULL, 0444);
+MODULE_PARM_DESC(refused, "Descriptors refused by fail_prep_every/fail_submit_every");
+
+/* This try (0: a prep, 1: a submit) is one the tests want refused. */
+static bool ivdma_refuse(int what, unsigned int every)
+{
+	if (!every ||
+	    (unsigned int)atomic_inc_return(&ivdma_tries[what]) % every)
+		return false;
+	atomic_inc(&ivdma_refused);
+	return true;
+}
 
 struct ivdma_desc {
 	struct dma_async_tx_descriptor tx;
@@ -143,6 +185,10 @@ static dma_cookie_t ivdma_submit(struct dma_async_tx_descriptor *tx)
 	unsigned long flags;
 	dma_cookie_t cookie;
 
+	if (ivdma_refuse(1, READ_ONCE(fail_submit_every))) {
+		kfree(desc);
+		return -ENOSPC;
+	}
 	spin_lock_irqsave(&d->lock, flags);
 	cookie = d->chan.cookie + 1;
 	if (cookie < DMA_MIN_COOKIE)
@@ -160,6 +206,8 @@ ivdma_prep_memcpy(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
 {
 	struct ivdma_desc *desc;
 
+	if (ivdma_refuse(0, READ_ONCE(fail_prep_every)))
+		return NULL;
 	desc = kzalloc(sizeof(*desc), GFP_NOWAIT);
 	if (!desc)
 		return NULL;

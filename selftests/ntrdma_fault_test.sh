@@ -23,7 +23,7 @@
 FUZZ_SECS=${FUZZ_SECS:-60}
 
 ktap_header
-ktap_plan 11
+ktap_plan 12
 
 if ! install_modules || ! ntb_pair; then
 	ktap_fail "ntb devices present"
@@ -131,7 +131,7 @@ load
 rc=$?
 if [ $rc = 2 ]; then
 	ktap_skip "fault injection" "ntrdma built without CONFIG_NTRDMA_TEST_HOOKS (make TEST_HOOKS=y)"
-	for i in $(seq 2 11); do ktap_skip "fault injection $i" "no inject file"; done
+	for i in $(seq 2 12); do ktap_skip "fault injection $i" "no inject file"; done
 	ktap_finish
 fi
 ktap_check "ntrdma loaded on both sides, link up, inject file present" test $rc = 0
@@ -162,20 +162,21 @@ kicks1=$(info_of A sweep_kicks)
 ktap_check "wrong event index on the verbs TQP: ibv_rc_pingpong completes ($rc), the sweep woke A's receiver (sweep_kicks $kicks0 -> $kicks1)" \
 	eval "[ $rc = 0 ] && [ $kicks1 -gt $kicks0 ]"
 
-# send_bw PORT: 300 ib_send_bw SENDs of 64 KiB from A to the peer (through
-# the verbs TQP and its DMA copies: WRITEs are placed directly by the CPU);
-# sets rc (the client's exit code) and src (the server's).
-send_bw() {
-	peer "timeout 60 ib_send_bw -d $PEER_IBDEV -p $1 -n 300 -s 65536 >/dev/null 2>&1" &
+# perf_bw TOOL PORT: 300 messages of 64 KiB from A to the peer with perftest's
+# TOOL (ib_send_bw goes through the verbs TQP and its DMA copies; WRITEs are
+# placed directly by the CPU); sets rc (the client's exit code) and src (the
+# server's).
+perf_bw() {
+	peer "timeout 60 $1 -d $PEER_IBDEV -p $2 -n 300 -s 65536 >/dev/null 2>&1" &
 	local srv=$!
 	sleep 2
-	timeout 60 ib_send_bw -d "$IBDEV" -p "$1" -n 300 -s 65536 "$SERVER_IP" >/dev/null 2>&1
+	timeout 60 "$1" -d "$IBDEV" -p "$2" -n 300 -s 65536 "$SERVER_IP" >/dev/null 2>&1
 	rc=$?
 	wait $srv
 	src=$?
 }
 
-# 6: the DMA channel refusing every 3rd copy (a full ring): the sender
+# 7: the DMA channel refusing every 3rd copy (a full ring): the sender
 # falls back to the CPU or waits for the next completion; no error
 copy=$(info_of A copy)
 if [ "$copy" = cpu ]; then
@@ -183,14 +184,14 @@ if [ "$copy" = cpu ]; then
 else
 	f0=$(info_of A faults_injected)
 	inject A "fail dma_prep 3"
-	send_bw 18702
+	perf_bw ib_send_bw 18702
 	inject A "fail dma_prep 0"
 	f1=$(info_of A faults_injected)
 	ktap_check "DMA channel ($copy) refusing every 3rd copy under ib_send_bw: $((f1 - f0)) refusals, both ends exit 0 ($rc/$src), link up" \
 		eval "[ $((f1 - f0)) -gt 0 ] && [ $rc = 0 ] && [ $src = 0 ] && link_up"
 fi
 
-# 7: the DMA channel refusing a copy in the middle of a message (after
+# 8: the DMA channel refusing a copy in the middle of a message (after
 # taking others of it): the rest goes by CPU, the completion once the
 # queued copies are done; no error and no session restart
 if [ "$copy" = cpu ]; then
@@ -199,7 +200,7 @@ else
 	f0=$(info_of A faults_injected)
 	d0=$(info_of A link_down_events)
 	inject A "fail dma_prep_mid 4"
-	send_bw 18703
+	perf_bw ib_send_bw 18703
 	inject A "fail dma_prep_mid 0"
 	f1=$(info_of A faults_injected)
 	d1=$(info_of A link_down_events)
@@ -207,7 +208,27 @@ else
 		eval "[ $((f1 - f0)) -gt 0 ] && [ $rc = 0 ] && [ $src = 0 ] && [ $d1 = $d0 ] && link_up"
 fi
 
-# 8: the fuzzer, alternating sides, with verbs, command and Ethernet
+# 9: the same refusals from the DMA engine itself (ntb_hw's emulated
+# engine: NULL from prep, an error cookie from submit, as a full fixed ring
+# gives), under ib_send_bw and ib_write_bw: no error on either end
+NTBP=/sys/module/ntb_hw_ivshmem/parameters
+if [ "$copy" = cpu ] || [ ! -e $NTBP/fail_submit_every ]; then
+	ktap_skip "ntb_hw's DMA engine refusing" "no DMA channel or no fail_*_every parameter (copy: $copy)"
+else
+	r0=$(cat $NTBP/refused)
+	d0=$(info_of A link_down_events)
+	echo 5 > $NTBP/fail_prep_every && echo 7 > $NTBP/fail_submit_every
+	perf_bw ib_send_bw 18704
+	s_rc=$rc s_src=$src
+	perf_bw ib_write_bw 18705
+	echo 0 > $NTBP/fail_prep_every && echo 0 > $NTBP/fail_submit_every
+	r1=$(cat $NTBP/refused)
+	d1=$(info_of A link_down_events)
+	ktap_check "ntb_hw's DMA engine ($copy) refusing every 5th prep and 7th submit: $((r1 - r0)) refusals, ib_send_bw ends exit $s_rc/$s_src, ib_write_bw $rc/$src, $((d1 - d0)) session restarts, link up" \
+		eval "[ $((r1 - r0)) -gt 0 ] && [ $s_rc = 0 ] && [ $s_src = 0 ] && [ $rc = 0 ] && [ $src = 0 ] && [ $d1 = $d0 ] && link_up"
+fi
+
+# 10: the fuzzer, alternating sides, with verbs, command and Ethernet
 # traffic running
 # Frames both ways on the netdevs: pings over ntr0 between the hosts (pair);
 # in one host (loop), to a neighbour that is the other netdev's MAC, so each
@@ -272,7 +293,7 @@ metric fuzz_session_restarts "$restarts" restarts
 # them were caught (a session restart), else the test shows nothing.
 ktap_check "fuzzer: $rounds rounds ($landed written) of 32 random inbox words in ${FUZZ_SECS} s ($restarts session restarts): link up after" \
 	eval "[ $((2 * landed)) -ge $rounds ] && [ $restarts -gt 0 ] && wait_for 20 link_up"
-# 9
+# 11
 pages=$(canary_sum canary_page_bytes)
 checks=$(( $(canary_sum canary_checks) - checks0 ))
 guard=$(( $(canary_sum canary_guard_bytes) - guard0 ))
@@ -281,7 +302,7 @@ inject B "canary 0"
 metric fuzz_canary_guard_checks "$checks" checks
 ktap_check "canaries: 512 pages and the guard bytes of $checks receive buffers checked: $pages + $guard bytes changed (a poked byte was seen: $poked)" \
 	eval "[ '$poked' = 1 ] && [ $pages = 0 ] && [ $guard = 0 ] && [ $checks -gt 0 ]"
-# 10
+# 12
 ktap_check "after the fuzzer: command channel both ways and ibv_rc_pingpong" \
 	faces_ok
 

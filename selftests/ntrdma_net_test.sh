@@ -18,7 +18,7 @@ B_IP=10.78.0.2
 NTB_DRV=/sys/bus/ntb/drivers/ntrdma
 
 ktap_header
-ktap_plan 29
+ktap_plan 31
 
 if ! install_modules || ! ntb_pair; then
 	ktap_fail "ntb devices present"
@@ -350,6 +350,24 @@ else
 	i1=$(sed -n 's/^faults_injected: //p' "$DBGA/info")
 	ktap_check "DMA channel ($copy) refusing every 3rd copy: $((i1 - i0)) refusals, tx errors $e0 -> $e1, link up" \
 		eval "[ $((i1 - i0)) -gt 0 ] && [ $e1 = $e0 ] && ping_ok"
+fi
+
+# The same from the DMA engine itself (ntb_hw's emulated engine refusing as
+# a full fixed ring does: NULL from prep, an error cookie from submit).
+NTBP=/sys/module/ntb_hw_ivshmem/parameters
+if [ "${copy:-cpu}" = cpu ] || [ ! -e $NTBP/fail_submit_every ]; then
+	ktap_skip "iperf3 with ntb_hw's DMA engine refusing" "no DMA channel or no fail_*_every parameter (copy: ${copy:-?})"
+	ktap_skip "ntb_hw's DMA engine refusing: no transmit errors" "as above"
+else
+	e0=$(tx_errs)
+	r0=$(cat $NTBP/refused)
+	echo 5 > $NTBP/fail_prep_every && echo 7 > $NTBP/fail_submit_every
+	IPERF_SECS=4 iperf_check ntr ntb_dma_refusing "$B" "$A" "$B_IP" 5208
+	echo 0 > $NTBP/fail_prep_every && echo 0 > $NTBP/fail_submit_every
+	e1=$(tx_errs)
+	r1=$(cat $NTBP/refused)
+	ktap_check "ntb_hw's DMA engine refusing every 5th prep and 7th submit: $((r1 - r0)) refusals, tx errors $e0 -> $e1, link up" \
+		eval "[ $((r1 - r0)) -gt 0 ] && [ $e1 = $e0 ] && ping_ok"
 fi
 
 modprobe -r ntrdma
