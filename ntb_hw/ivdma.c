@@ -41,8 +41,7 @@ module_param(fail_submit_every, uint, 0644);
 MODULE_PARM_DESC(fail_submit_every,
 		 "Tests: the DMA engine refuses every Nth descriptor at submit (default 0: never)");
 
-static atomic_t ivdma_tries[2];		/* preps, submits */
-static atomic_t ivdma_refused;
+static atomic_t ivdma_preps, ivdma_submits, ivdma_refused;
 
 static int ivdma_refused_get(char *buf, const struct kernel_param *kp)
 {
@@ -55,11 +54,10 @@ static const struct kernel_param_ops ivdma_refused_ops = {
 module_param_cb(refused, &ivdma_refused_ops, NULL, 0444);
 MODULE_PARM_DESC(refused, "Descriptors refused by fail_prep_every/fail_submit_every");
 
-/* This try (0: a prep, 1: a submit) is one the tests want refused. */
-static bool ivdma_refuse(int what, unsigned int every)
+/* This try (counted in @tries) is one the tests want refused. */
+static bool ivdma_refuse(atomic_t *tries, unsigned int every)
 {
-	if (!every ||
-	    (unsigned int)atomic_inc_return(&ivdma_tries[what]) % every)
+	if (!every || (unsigned int)atomic_inc_return(tries) % every)
 		return false;
 	atomic_inc(&ivdma_refused);
 	return true;
@@ -185,7 +183,7 @@ static dma_cookie_t ivdma_submit(struct dma_async_tx_descriptor *tx)
 	unsigned long flags;
 	dma_cookie_t cookie;
 
-	if (ivdma_refuse(1, READ_ONCE(fail_submit_every))) {
+	if (ivdma_refuse(&ivdma_submits, READ_ONCE(fail_submit_every))) {
 		kfree(desc);
 		return -ENOSPC;
 	}
@@ -206,7 +204,7 @@ ivdma_prep_memcpy(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
 {
 	struct ivdma_desc *desc;
 
-	if (ivdma_refuse(0, READ_ONCE(fail_prep_every)))
+	if (ivdma_refuse(&ivdma_preps, READ_ONCE(fail_prep_every)))
 		return NULL;
 	desc = kzalloc(sizeof(*desc), GFP_NOWAIT);
 	if (!desc)

@@ -22,7 +22,7 @@
  *
  * QPs: a QP is exported when it enters RTR or RTS (or its access or
  * destination changes there) and withdrawn when it leaves them (modify_qp,
- * destroy, the data path or rdma_cm failing it: a QP in ERR executes
+ * destroy, and whatever moves it to ERR: a QP in ERR executes
  * nothing). These go through an ordered work, never waiting in the
  * caller's context; until a withdrawal has reached the peer, its WRITEs
  * through that QP still land (in MRs that are exported: a matter of IB
@@ -328,7 +328,7 @@ void ntrdma_export_qp(struct ntrdma_qp *qp, bool up)
 	queue_work(nib->exp->wq, &nib->exp->qp_work);
 }
 
-/* The data path failed the QP: unless it moved on since, it is withdrawn. */
+/* The QP entered ERR: unless it moved on since, it is withdrawn. */
 static void export_qp_failed_work(struct work_struct *work)
 {
 	struct ntrdma_qp *qp = container_of(work, struct ntrdma_qp,
@@ -350,11 +350,13 @@ void ntrdma_export_qp_init(struct ntrdma_qp *qp)
 }
 
 /**
- * ntrdma_export_qp_failed() - the data path moved @qp to ERR
+ * ntrdma_export_qp_failed() - @qp entered ERR
  * @qp: the QP (any context; its sq_lock held)
  *
- * A QP in ERR executes nothing: the peer is told to stop placing through
- * it, from a work item (the export messages' order is kept).
+ * Whatever moved it (the data path, rdma_cm, modify_qp, link loss), a QP in
+ * ERR executes nothing: the peer is told to stop placing through it, from a
+ * work item (the export messages' order is kept; one that modify_qp or the
+ * session's end already withdrew sends nothing).
  */
 void ntrdma_export_qp_failed(struct ntrdma_qp *qp)
 {

@@ -319,7 +319,7 @@ struct ntrdma_qp {
 	struct work_struct tx_work;
 	/* exported to the peer (ntrdma_export.c; under lock) */
 	bool exported;
-	struct work_struct unexport_work;	/* the data path failed it */
+	struct work_struct unexport_work;	/* it entered ERR */
 	struct list_head tx_wait;	/* on vx->tx_waiters */
 	bool cq_overrun;		/* a completion was lost: to ERR */
 	bool sqd_notify;		/* SQD: SQ_DRAINED still owed */

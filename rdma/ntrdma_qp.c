@@ -322,6 +322,7 @@ static void ntrdma_qp_error_ev(struct ntrdma_qp *qp, bool event,
 	ntrdma_sq_flush_ring(qp);
 	ntrdma_resp_flush(qp, true);
 	ntrdma_rq_flush(qp);
+	ntrdma_export_qp_failed(qp);	/* ERR executes nothing */
 	if (event)
 		ntrdma_qp_event(qp, ev);
 	/* With an SRQ: no receive WQE of it will be taken any more. */
@@ -347,10 +348,8 @@ void ntrdma_qp_sq_drained(struct ntrdma_qp *qp)
 /* The data path found an error (QP affiliated): ERR with event @ev. */
 void ntrdma_qp_error(struct ntrdma_qp *qp, enum ib_event_type ev)
 {
-	if (qp->state != IB_QPS_ERR) {
+	if (qp->state != IB_QPS_ERR)
 		ntrdma_qp_error_ev(qp, true, ev);
-		ntrdma_export_qp_failed(qp);
-	}
 }
 
 /* Add a completion; a full CQ is an overrun: CQ error, the QP fails. */
@@ -608,7 +607,6 @@ void ntrdma_qp_cm_disconnected(struct ntrdma_qp *qp)
 	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET)
 		ntrdma_qp_error_ev(qp, false, 0);
 	spin_unlock_irq(&qp->sq_lock);
-	ntrdma_export_qp(qp, false);	/* ERR executes nothing */
 	mutex_unlock(&qp->lock);
 }
 

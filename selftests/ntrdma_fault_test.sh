@@ -211,18 +211,17 @@ fi
 # 9: the same refusals from the DMA engine itself (ntb_hw's emulated
 # engine: NULL from prep, an error cookie from submit, as a full fixed ring
 # gives), under ib_send_bw and ib_write_bw: no error on either end
-NTBP=/sys/module/ntb_hw_ivshmem/parameters
-if [ "$copy" = cpu ] || [ ! -e $NTBP/fail_submit_every ]; then
+if [ "$copy" = cpu ] || ! ntb_dma_can_refuse; then
 	ktap_skip "ntb_hw's DMA engine refusing" "no DMA channel or no fail_*_every parameter (copy: $copy)"
 else
-	r0=$(cat $NTBP/refused)
+	r0=$(ntb_dma_refused)
 	d0=$(info_of A link_down_events)
-	echo 5 > $NTBP/fail_prep_every && echo 7 > $NTBP/fail_submit_every
+	ntb_dma_refuse 5 7
 	perf_bw ib_send_bw 18704
 	s_rc=$rc s_src=$src
 	perf_bw ib_write_bw 18705
-	echo 0 > $NTBP/fail_prep_every && echo 0 > $NTBP/fail_submit_every
-	r1=$(cat $NTBP/refused)
+	ntb_dma_refuse 0 0
+	r1=$(ntb_dma_refused)
 	d1=$(info_of A link_down_events)
 	ktap_check "ntb_hw's DMA engine ($copy) refusing every 5th prep and 7th submit: $((r1 - r0)) refusals, ib_send_bw ends exit $s_rc/$s_src, ib_write_bw $rc/$src, $((d1 - d0)) session restarts, link up" \
 		eval "[ $((r1 - r0)) -gt 0 ] && [ $s_rc = 0 ] && [ $s_src = 0 ] && [ $rc = 0 ] && [ $src = 0 ] && [ $d1 = $d0 ] && link_up"

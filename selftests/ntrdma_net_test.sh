@@ -354,18 +354,17 @@ fi
 
 # The same from the DMA engine itself (ntb_hw's emulated engine refusing as
 # a full fixed ring does: NULL from prep, an error cookie from submit).
-NTBP=/sys/module/ntb_hw_ivshmem/parameters
-if [ "${copy:-cpu}" = cpu ] || [ ! -e $NTBP/fail_submit_every ]; then
+if [ "${copy:-cpu}" = cpu ] || ! ntb_dma_can_refuse; then
 	ktap_skip "iperf3 with ntb_hw's DMA engine refusing" "no DMA channel or no fail_*_every parameter (copy: ${copy:-?})"
 	ktap_skip "ntb_hw's DMA engine refusing: no transmit errors" "as above"
 else
 	e0=$(tx_errs)
-	r0=$(cat $NTBP/refused)
-	echo 5 > $NTBP/fail_prep_every && echo 7 > $NTBP/fail_submit_every
+	r0=$(ntb_dma_refused)
+	ntb_dma_refuse 5 7
 	IPERF_SECS=4 iperf_check ntr ntb_dma_refusing "$B" "$A" "$B_IP" 5208
-	echo 0 > $NTBP/fail_prep_every && echo 0 > $NTBP/fail_submit_every
+	ntb_dma_refuse 0 0
 	e1=$(tx_errs)
-	r1=$(cat $NTBP/refused)
+	r1=$(ntb_dma_refused)
 	ktap_check "ntb_hw's DMA engine refusing every 5th prep and 7th submit: $((r1 - r0)) refusals, tx errors $e0 -> $e1, link up" \
 		eval "[ $((r1 - r0)) -gt 0 ] && [ $e1 = $e0 ] && ping_ok"
 fi

@@ -86,3 +86,15 @@ metric() {
 	echo "# metric: $1 = $2 $3"
 	echo "${NTRDMA_TOPO:-host} $1 $2 $3" >> "$NTRDMA_OUT/metrics.txt" 2>/dev/null || true
 }
+
+# The emulated NTB's DMA engine refusing work as a full fixed ring does
+# (ntb_hw_ivshmem parameters): ntb_dma_refuse PREP SUBMIT refuses every
+# PREP-th prep and SUBMIT-th submit (0 0: none); ntb_dma_refused prints how
+# many it refused. ntb_dma_can_refuse: the parameters exist.
+NTB_HW_PARAMS=/sys/module/ntb_hw_ivshmem/parameters
+ntb_dma_can_refuse() { [ -e "$NTB_HW_PARAMS/fail_submit_every" ]; }
+ntb_dma_refuse() {
+	echo "$1" > "$NTB_HW_PARAMS/fail_prep_every" &&
+		echo "$2" > "$NTB_HW_PARAMS/fail_submit_every"
+}
+ntb_dma_refused() { cat "$NTB_HW_PARAMS/refused"; }
