@@ -207,6 +207,7 @@ struct ntrdma_swqe {
 	bool done;		/* acknowledged / answered */
 	bool direct;		/* WRITE: placed directly (ntrdma_rmr.c) */
 	bool skipped;		/* its first segment says NTRDMA_VX_SKIPPED */
+	bool inv_local;		/* READ_WITH_INV: w.imm_data is the sink key */
 	int status;		/* its completion status */
 };
 

@@ -693,14 +693,25 @@ static int ntrdma_kern_wqe(struct ntrdma_qp *qp, struct ntrdma_send_wqe *wqe,
 	wqe->flags = wr->send_flags;
 	switch (wr->opcode) {
 	case IB_WR_SEND_WITH_IMM:
+		wqe->imm_data = (__force u32)wr->ex.imm_data;
+		break;
+	case IB_WR_SEND_WITH_INV:
+		wqe->imm_data = wr->ex.invalidate_rkey;
+		break;
+	case IB_WR_SEND:
+		break;
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 		wqe->imm_data = (__force u32)wr->ex.imm_data;
 		fallthrough;
-	case IB_WR_SEND:
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_READ:
-		if (wr->opcode == IB_WR_SEND || wr->opcode == IB_WR_SEND_WITH_IMM)
-			break;
+	case IB_WR_RDMA_READ_WITH_INV:
+		/*
+		 * The sink MR, as iWARP HCAs take it (siw, cxgb4): rdma_rw
+		 * sets ex.invalidate_rkey before it bumps the MR's key.
+		 */
+		if (wr->opcode == IB_WR_RDMA_READ_WITH_INV && wr->num_sge)
+			wqe->imm_data = wr->sg_list[0].lkey;
 		wqe->remote_addr = rdma_wr(wr)->remote_addr;
 		wqe->rkey = rdma_wr(wr)->rkey;
 		break;
@@ -721,7 +732,7 @@ static int ntrdma_kern_wqe(struct ntrdma_qp *qp, struct ntrdma_send_wqe *wqe,
 		wqe->rkey = wr->ex.invalidate_rkey;
 		return 0;
 	default:
-		/* SEND_WITH_INV, memory windows...: not on this device. */
+		/* memory windows...: not on this device. */
 		return -EOPNOTSUPP;
 	}
 	if (wr->send_flags & IB_SEND_INLINE) {

@@ -42,6 +42,7 @@ static struct ntrdma_swqe *swqe(struct ntrdma_qp *qp, u32 idx)
 static bool is_rd_atomic(u32 opcode)
 {
 	return opcode == IB_WR_RDMA_READ ||
+	       opcode == IB_WR_RDMA_READ_WITH_INV ||
 	       opcode == IB_WR_ATOMIC_CMP_AND_SWP ||
 	       opcode == IB_WR_ATOMIC_FETCH_AND_ADD;
 }
@@ -53,6 +54,7 @@ static enum ib_wc_opcode wc_opcode(u32 opcode)
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 		return IB_WC_RDMA_WRITE;
 	case IB_WR_RDMA_READ:
+	case IB_WR_RDMA_READ_WITH_INV:
 		return IB_WC_RDMA_READ;
 	case IB_WR_ATOMIC_CMP_AND_SWP:
 		return IB_WC_COMP_SWAP;
@@ -105,6 +107,13 @@ static int req_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	u32 i;
 
 	w->nsge = 0;
+	if (q->opcode == IB_WR_RDMA_READ_WITH_INV) {
+		/* A READ whose sink MR is invalidated as it completes. */
+		if (qp->user)
+			return IB_WC_LOC_QP_OP_ERR;
+		w->w.opcode = IB_WR_RDMA_READ;
+		w->inv_local = true;
+	}
 	switch (q->opcode) {
 	case IB_WR_REG_MR:
 	case IB_WR_LOCAL_INV:
@@ -115,6 +124,7 @@ static int req_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		return 0;
 	case IB_WR_SEND:
 	case IB_WR_SEND_WITH_IMM:
+	case IB_WR_SEND_WITH_INV:
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 		break;
@@ -163,6 +173,15 @@ static int req_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	return 0;
 }
 
+/* READ_WITH_INV: its sink MR stops working once the data is in. */
+static int req_invalidate_sink(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	if (ntrdma_mr_local_inv(to_nib(qp->ibqp.device), qp->ibqp.pd,
+				w->w.imm_data))
+		return IB_WC_LOC_QP_OP_ERR;
+	return 0;
+}
+
 /* Complete finished WQEs in order; false if the QP entered ERR. */
 static bool req_complete(struct ntrdma_qp *qp)
 {
@@ -178,6 +197,8 @@ static bool req_complete(struct ntrdma_qp *qp)
 		if (!w->done)
 			break;
 		st = w->status;
+		if (!st && w->inv_local)
+			st = req_invalidate_sink(qp, w);
 		sig = qp->sq_sig_type == IB_SIGNAL_ALL_WR ||
 		      (w->w.flags & IB_SEND_SIGNALED);
 		req_release(w);
@@ -450,6 +471,10 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	if (w->w.opcode == IB_WR_SEND_WITH_IMM ||
 	    w->w.opcode == IB_WR_RDMA_WRITE_WITH_IMM)
 		h.flags |= NTRDMA_VX_IMM;
+	if (w->w.opcode == IB_WR_SEND_WITH_INV) {
+		h.flags |= NTRDMA_VX_INV;
+		h.rkey = w->w.imm_data;
+	}
 	if (w->w.flags & IB_SEND_SOLICITED)
 		h.flags |= NTRDMA_VX_SOLICITED;
 	if (w->direct) {	/* WRITE_WITH_IMM placed: its notice alone */

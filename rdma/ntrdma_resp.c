@@ -112,6 +112,10 @@ static void resp_complete_rcv(struct ntrdma_qp *qp,
 		e.imm_data = h->imm;
 		e.wc_flags = IB_WC_WITH_IMM;
 	}
+	if ((h->flags & NTRDMA_VX_INV) && !status) {
+		e.imm_data = h->rkey;	/* ex.invalidate_rkey */
+		e.wc_flags = IB_WC_WITH_INVALIDATE;
+	}
 	ntrdma_qp_complete(qp, qp->ibqp.recv_cq, &e,
 			   h->flags & NTRDMA_VX_SOLICITED);
 }
@@ -328,6 +332,22 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 }
 
 /*
+ * SEND with invalidate, all of it in: the MR it names (ours, of the QP's
+ * PD, fast-registered) stops working before its receive completes; an MR
+ * that cannot be invalidated fails the receive and the QP (invalid request).
+ */
+static int resp_invalidate(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+{
+	if (!ntrdma_mr_local_inv(to_nib(qp->ibqp.device), qp->ibqp.pd,
+				 h->rkey))
+		return 0;
+	resp_complete_rcv(qp, h, IB_WC_REM_INV_REQ_ERR);
+	resp_release_rcv(qp);
+	resp_nak(qp, h->msn, NTRDMA_VX_SYN_INV_REQ, IB_EVENT_QP_REQ_ERR);
+	return -EINVAL;
+}
+
+/*
  * The segment's msn is the one expected; or, on a message's first segment
  * flagged NTRDMA_VX_SKIPPED, a later one: the messages between were WRITEs
  * the requester placed directly or its local operations, never sent here.
@@ -401,6 +421,8 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	qp->rcv_len += len;
 	if (!(h->flags & NTRDMA_VX_LAST))
 		goto out;
+	if ((h->flags & NTRDMA_VX_INV) && resp_invalidate(qp, h))
+		goto kick;
 	if (qp->rcv_wqe)
 		resp_complete_rcv(qp, h, IB_WC_SUCCESS);
 	resp_release_rcv(qp);

@@ -49,7 +49,13 @@ enum {
 	 * into the MR: one segment without payload, @total bytes written.
 	 */
 	NTRDMA_VX_PLACED	= 1 << 6,
-	NTRDMA_VX_FLAGS		= 0x7f,
+	/*
+	 * SEND with invalidate: @rkey names an MR of the responder (of the
+	 * QP's PD, fast-registered) that stops working before the receive
+	 * completes.
+	 */
+	NTRDMA_VX_INV		= 1 << 7,
+	NTRDMA_VX_FLAGS		= 0xff,
 };
 
 /* ACK syndromes (what the requester's WQE completes with). */
@@ -104,6 +110,9 @@ static inline int ntrdma_vx_check_hdr(const struct ntrdma_vx_hdr *h, u32 len)
 	if ((h->flags & NTRDMA_VX_SKIPPED) &&
 	    (!(h->flags & NTRDMA_VX_FIRST) || h->op == NTRDMA_VX_ACK ||
 	     h->op == NTRDMA_VX_READ_RESP || h->op == NTRDMA_VX_ATOMIC_RESP))
+		return -3;
+	if ((h->flags & NTRDMA_VX_INV) &&
+	    (h->op != NTRDMA_VX_SEND || (h->flags & NTRDMA_VX_IMM)))
 		return -3;
 	if (h->flags & NTRDMA_VX_PLACED) {
 		if (h->op != NTRDMA_VX_WRITE || pay || h->offset ||

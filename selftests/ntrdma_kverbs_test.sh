@@ -6,7 +6,8 @@
 # load time runs SEND/RECV with the PD's local_dma_lkey, fast registration
 # (REG_MR, then RDMA WRITE/READ from the other side), LOCAL_INV and a stale
 # key (both refused with a remote access error), ib_drain_qp(), atomics on
-# a fast-registered page, and the access flags and range a REG_MR gives.
+# a fast-registered page, the access flags and range a REG_MR gives, and
+# SEND_WITH_INV (the receive reports the key, which is refused afterwards).
 # It logs KTAP lines to the kernel log; each becomes a subtest here. Both
 # devices must be in this host: loopback topology only. Needs an NTB with a
 # flat window (test bed: --flat 1).
@@ -25,6 +26,7 @@ NAMES=(
 	"atomics fetch-add cmp-swap"
 	"frmr access from reg_wr"
 	"frmr bounds"
+	"send with invalidate"
 )
 
 ktap_header

@@ -305,8 +305,18 @@ TEST(VxHdr, RejectsShortSegmentsUnknownOpsAndFlags) {
     h.op = NTRDMA_VX_OP_MAX + 1;
     EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr), 0);
     h.op = NTRDMA_VX_SEND;
-    h.flags |= 0x80;
-    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr), 0);
+    EXPECT_EQ(NTRDMA_VX_FLAGS, 0xff);  // every bit has a meaning: none unknown
+}
+
+TEST(VxHdr, InvalidateOnlyOnASendWithoutImm) {
+    auto h = VxHdr(NTRDMA_VX_SEND, NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_INV, 0, 64);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&h, kHdr + 64), 0);
+    h.flags |= NTRDMA_VX_IMM;
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr + 64), 0);
+    auto w = VxHdr(NTRDMA_VX_WRITE, NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_INV, 0, 64);
+    EXPECT_NE(ntrdma_vx_check_hdr(&w, kHdr + 64), 0);
+    auto rd = VxHdr(NTRDMA_VX_READ_REQ, NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_INV, 0, 64);
+    EXPECT_NE(ntrdma_vx_check_hdr(&rd, kHdr), 0);
 }
 
 TEST(VxHdr, SkippedOnlyOnARequestsFirstSegment) {

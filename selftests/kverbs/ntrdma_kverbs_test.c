@@ -515,21 +515,14 @@ static void kv_teardown(struct kv_ctx *x)
 
 /* ---- the tests ---- */
 
-/* a: SEND/RECV between kmalloc'd buffers with pd->local_dma_lkey. */
-static int kv_test_send_recv(struct kv_ctx *x)
+/* Side 1 posts one receive of a page of its buffer, completing in @rcv. */
+static int kv_recv(struct kv_ctx *x, struct kv_comp *rcv)
 {
-	struct kv_side *s0 = &x->s[0], *s1 = &x->s[1];
-	struct kv_comp *sc = kv_comp(x), *rcv = kv_comp(x);
-	const u32 len = 3000;	/* less than the receive buffer */
-	struct ib_sge ssge, rsge;
-	struct ib_send_wr swr = {};
+	struct kv_side *s1 = &x->s[1];
+	struct ib_sge rsge;
 	struct ib_recv_wr rwr = {};
 	int rc;
 
-	rc = kv_setup(x);
-	if (rc)
-		return rc;
-	kv_fill(s0->buf, 0, len, 0x5a);
 	rsge.addr = s1->dma;
 	rsge.length = PAGE_SIZE;
 	rsge.lkey = s1->pd->local_dma_lkey;
@@ -537,24 +530,57 @@ static int kv_test_send_recv(struct kv_ctx *x)
 	rwr.sg_list = &rsge;
 	rwr.num_sge = 1;
 	rc = ib_post_recv(s1->qp, &rwr, NULL);
-	if (rc) {
+	if (rc)
 		kv_diag("ib_post_recv: %d", rc);
-		return rc;
-	}
+	return rc;
+}
+
+/*
+ * Side 0 sends @len bytes of its buffer (@op: SEND, or SEND_WITH_INV of
+ * @inv) into a receive side 1 posted, and waits for the send's success.
+ */
+static int kv_send(struct kv_ctx *x, enum ib_wr_opcode op, u32 inv, u32 len)
+{
+	struct kv_side *s0 = &x->s[0];
+	struct kv_comp *sc = kv_comp(x);
+	struct ib_sge ssge;
+	struct ib_send_wr swr = {};
+	int rc;
+
+	if (!sc)
+		return -ENOMEM;
 	ssge.addr = s0->dma;
 	ssge.length = len;
 	ssge.lkey = s0->pd->local_dma_lkey;
 	swr.wr_cqe = &sc->cqe;
 	swr.sg_list = &ssge;
 	swr.num_sge = 1;
-	swr.opcode = IB_WR_SEND;
+	swr.opcode = op;
+	swr.ex.invalidate_rkey = inv;
 	swr.send_flags = IB_SEND_SIGNALED;
 	ib_dma_sync_single_for_device(s0->dev, s0->dma, KV_BUF_LEN,
 				      DMA_TO_DEVICE);
 	rc = kv_post_send(s0->qp, &swr, "SEND");
+	if (!rc)
+		rc = kv_expect(sc, IB_WC_SUCCESS, IB_WC_SEND, "SEND");
+	return rc;
+}
+
+/* a: SEND/RECV between kmalloc'd buffers with pd->local_dma_lkey. */
+static int kv_test_send_recv(struct kv_ctx *x)
+{
+	struct kv_side *s1 = &x->s[1];
+	struct kv_comp *rcv = kv_comp(x);
+	const u32 len = 3000;	/* less than the receive buffer */
+	int rc;
+
+	rc = kv_setup(x);
 	if (rc)
 		return rc;
-	rc = kv_expect(sc, IB_WC_SUCCESS, IB_WC_SEND, "SEND");
+	kv_fill(x->s[0].buf, 0, len, 0x5a);
+	rc = kv_recv(x, rcv);
+	if (!rc)
+		rc = kv_send(x, IB_WR_SEND, 0, len);
 	if (!rc)
 		rc = kv_expect(rcv, IB_WC_SUCCESS, IB_WC_RECV, "RECV");
 	if (rc)
@@ -1004,6 +1030,49 @@ static int kv_test_frmr_bounds(struct kv_ctx *x)
 	return rc;
 }
 
+/*
+ * i: SEND_WITH_INV naming side 1's FRMR: the receive says so
+ * (IB_WC_WITH_INVALIDATE, the key), and the key is refused afterwards,
+ * the page unchanged (nvmet-rdma answers every registered I/O this way).
+ */
+static int kv_test_send_inv(struct kv_ctx *x)
+{
+	struct kv_comp *rcv = kv_comp(x);
+	int rc;
+
+	rc = kv_setup(x);
+	if (!rc)
+		rc = kv_frmr_setup(x, 1);
+	if (!rc)
+		rc = kv_frmr_map(x);
+	if (!rc)
+		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	if (!rc)
+		rc = kv_recv(x, rcv);
+	if (!rc)
+		rc = kv_send(x, IB_WR_SEND_WITH_INV, x->mr->rkey, 64);
+	if (!rc)
+		rc = kv_expect(rcv, IB_WC_SUCCESS, IB_WC_RECV, "RECV");
+	if (rc)
+		return rc;
+	if (!(rcv->wc.wc_flags & IB_WC_WITH_INVALIDATE) ||
+	    rcv->wc.ex.invalidate_rkey != x->mr->rkey) {
+		kv_diag("RECV: wc_flags %#x, invalidate_rkey %#x, expected %#x",
+			rcv->wc.wc_flags, rcv->wc.ex.invalidate_rkey,
+			x->mr->rkey);
+		return -EIO;
+	}
+	kv_pages_fill(x, 0x71);
+	kv_fill(x->s[0].buf, 0, PAGE_SIZE, 0x72);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, PAGE_SIZE, x->mr->iova,
+		     x->mr->rkey, IB_WC_REM_ACCESS_ERR,
+		     "RDMA WRITE after SEND_WITH_INV");
+	if (!rc)
+		rc = kv_pages_check(x, 0, PAGE_SIZE, 0x71,
+				    "FRMR page after refused WRITE");
+	return rc;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(struct kv_ctx *x);
@@ -1016,6 +1085,7 @@ static const struct {
 	{ "atomics fetch-add cmp-swap", kv_test_atomics },
 	{ "frmr access from reg_wr", kv_test_frmr_access },
 	{ "frmr bounds", kv_test_frmr_bounds },
+	{ "send with invalidate", kv_test_send_inv },
 };
 
 static int __init kv_init(void)
