@@ -23,7 +23,10 @@
  *                      doorbell counters), then every doorbell rung
  *   canary N           arm the canaries with N pages (0: disarm), see
  *                      ntrdma_canary.c; canary_poke changes one byte
- * Each fails with -ENOLINK without a session. The fuzzer leaves alone the
+ *   link_off, link_on  disable / enable this port's NTB link (a link loss
+ *                      both sides see, the devices staying: a cable pulled
+ *                      and put back); work without a session
+ * The others fail with -ENOLINK without a session. The fuzzer leaves alone the
  * receive buffer descriptors in the peer's inbox: they name OUR memory
  * (buffers we posted), and a hostile peer corrupts only itself there.
  */
@@ -195,6 +198,11 @@ static int fault_run(struct ntrdma_dev *ndev, const char *buf)
 
 	if (sscanf(buf, "fail %15s %u", name, &n) == 2)
 		return fault_set(ndev, name, n);
+	if (!strcmp(buf, "link_off"))
+		return ntb_link_disable(ndev->ntb);
+	if (!strcmp(buf, "link_on"))
+		return ntb_link_enable(ndev->ntb, NTB_SPEED_AUTO,
+				       NTB_WIDTH_AUTO);
 	rc = ntrdma_canary_run(ndev, buf);
 	if (rc != -ENOENT)
 		return rc;
