@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
 # Runs in test-bed guest a (two-guest topology, flat window): load ntrdma on
-# both hosts, bring ntr0 up with addresses, ping, iperf3 both ways, and
-# print a result table. Called by scripts/demo.sh.
+# both hosts, bring ntr0 up with addresses, ping, iperf3 both ways, then
+# the RDMA face between the same hosts (ib_write_bw, ib_read_lat, rping over
+# rdma_cm), and print a result table. Called by scripts/demo.sh.
 set -u
 . "$NTRDMA_ROOT/selftests/lib/ktap.sh"
 . "$NTRDMA_ROOT/selftests/lib/env.sh"
+. "$NTRDMA_ROOT/selftests/lib/verbs.sh"
 A_IP=10.79.0.1
 B_IP=10.79.0.2
 row() { printf '| %-40s | %s |\n' "$1" "$2"; }
@@ -38,6 +40,33 @@ row "iperf3 TCP b -> a" "${g2:-FAIL} Gbit/s"
 [ -n "$g" ] && [ -n "$g2" ] || rc=1
 s=$(ip -s -j link show ntr0 | jq -r '.[0].stats64 | "tx \(.tx.packets) rx \(.rx.packets) dropped \(.tx.dropped + .rx.dropped) errors \(.tx.errors + .rx.errors)"')
 row "ntr0 counters (host a)" "$s"
+
+# ---- the RDMA face: unmodified perftest and rping between a and b ----
+install_provider && ntb_pair && find_ibdevs && modprobe rdma_ucm && peer "modprobe rdma_ucm" ||
+	{ row "RDMA face" "FAIL: no ib devices or provider"; exit 1; }
+# perf_row LABEL TEST COLUMN UNIT ARGS...: server on b, client on a; tried
+# again when perftest cannot fit its clock ("Can't produce a report").
+perf_row() {
+	local label=$1 t=$2 col=$3 unit=$4 port out v try
+	shift 4
+	for try in 1 2 3; do
+		port=$((18500 + try))
+		peer "(timeout 60 ib_$t -d $PEER_IBDEV -F -p $port $* >/dev/null 2>&1 &)"
+		sleep 2
+		out=$(timeout 60 ib_$t -d "$IBDEV" -F -p $port "$@" $B_IP 2>&1)
+		grep -q "Can't produce a report" <<<"$out" || break
+	done
+	v=$(perf_figure "$out" "$col")
+	[ -n "$v" ] || rc=1
+	row "$label" "${v:-FAIL} $unit"
+}
+perf_row "ib_write_bw 64 KiB a -> b (RDMA WRITE)" write_bw '^BW.average' MB/s -s 65536 -n 2000
+perf_row "ib_read_lat 2 B a -> b (RDMA READ)" read_lat '^t_typical' usec -s 2 -n 1000
+peer "(timeout 60 rping -s -a $B_IP -p 18600 -C 10 -S 256 -V >/dev/null 2>&1 &)"
+sleep 2
+n=$(timeout 60 rping -c -a $B_IP -p 18600 -C 10 -S 256 -V -v 2>&1 | grep -c 'ping data')
+[ "$n" = 10 ] || rc=1
+row "rping a -> b (rdma_cm, data verified)" "$n of 10 round trips"
 echo
 echo "(emulated NTB under TCG: compare ratios, not absolute figures)"
 exit $rc

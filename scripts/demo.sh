@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
 # `make demo`: boot two emulated hosts joined by the emulated NTB, bring ntr0
-# up on both with addresses, ping, run iperf3 both ways, print a table.
+# up on both with addresses, ping, run iperf3 both ways, then ib_write_bw,
+# ib_read_lat and rping between them, print a table.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${DEMO_OUT:-$ROOT/build/demo}

@@ -233,19 +233,7 @@ run_pp "ibv_srq_pingpong" ibv_srq_pingpong -c -q 4 -s 4096 -n 100
 # Without rdma_cm: the QPs are connected over perftest's own TCP exchange,
 # -x GID index, -F no cpufreq warning. The result line follows the
 # " #bytes ..." header: bandwidth tests print BW average (MB/s, column 4),
-# latency tests t_typical (usec).
-# perf_figure OUTPUT COLUMN: the value under COLUMN (a regex) in the line
-# after perftest's "#bytes" header.
-perf_figure() {
-	local hdr line
-	hdr=$(grep -m1 '^ *#bytes' <<<"$1")
-	line=$(grep -A1 -m1 '^ *#bytes' <<<"$1" | tail -n 1)
-	awk -v h="$hdr" -v l="$line" -v c="$2" 'BEGIN {
-		gsub(/BW average/, "BW.average", h); gsub(/BW peak/, "BW.peak", h)
-		sub(/^[ \t]+/, "", h); sub(/^[ \t]+/, "", l)
-		n = split(h, H, "[ \t]+"); split(l, L, "[ \t]+")
-		for (i = 1; i <= n; i++) if (H[i] ~ c) { print L[i]; exit } }'
-}
+# latency tests t_typical (usec) (perf_figure, lib/verbs.sh).
 
 run_perftest() { # TEST ARGS...
 	local test=$1 port=$((PORT++)) line v ok=0 col

@@ -71,3 +71,16 @@ pair_addrs() {
 	ip addr replace "$1/24" dev "$n" && ip link set "$n" up || return 1
 	peer_lib "n=\$(netdev_of $REMOTE_DEV) && ip addr replace $2/24 dev \$n && ip link set \$n up"
 }
+
+# perf_figure OUTPUT COLUMN: the value under COLUMN (a regex: '^BW.average',
+# '^t_typical') in the line after perftest's " #bytes" header.
+perf_figure() {
+	local hdr line
+	hdr=$(grep -m1 '^ *#bytes' <<<"$1")
+	line=$(grep -A1 -m1 '^ *#bytes' <<<"$1" | tail -n 1)
+	awk -v h="$hdr" -v l="$line" -v c="$2" 'BEGIN {
+		gsub(/BW average/, "BW.average", h); gsub(/BW peak/, "BW.peak", h)
+		sub(/^[ \t]+/, "", h); sub(/^[ \t]+/, "", l)
+		n = split(h, H, "[ \t]+"); split(l, L, "[ \t]+")
+		for (i = 1; i <= n; i++) if (H[i] ~ c) { print L[i]; exit } }'
+}
