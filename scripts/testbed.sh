@@ -520,7 +520,12 @@ fi
 ELAPSED=$((SECONDS - START))
 
 # --- console check --------------------------------------------------------------
-BAD_RE='Oops|BUG:|kernel BUG at|WARNING:|Kernel panic|soft lockup|hard LOCKUP|hung_task|blocked for more than|refcount_t:|list_add corruption|list_del corruption|general protection fault|Call Trace:|UBSAN:|detected stall|double fault'
+# A kernel general protection fault reads "general protection fault, ..." or
+# "general protection fault: 0000 [#1]"; "traps: PROG[PID] general protection
+# fault ip:..." and "PROG[PID]: segfault at" are a user program's crash (the
+# kernel logs every one): said (USER_RE), not a kernel problem.
+BAD_RE='Oops|BUG:|kernel BUG at|WARNING:|Kernel panic|soft lockup|hard LOCKUP|hung_task|blocked for more than|refcount_t:|list_add corruption|list_del corruption|general protection fault[,:]|Call Trace:|UBSAN:|detected stall|double fault'
+USER_RE='traps: .*general protection fault ip:|segfault at '
 BAD=0
 for f in "$OUT"/console-*.log "$OUT"/dmesg-*.log "$OUT"/b/dmesg-*.log "$OUT"/server.log; do
 	[ -f "$f" ] || continue
@@ -528,6 +533,8 @@ for f in "$OUT"/console-*.log "$OUT"/dmesg-*.log "$OUT"/b/dmesg-*.log "$OUT"/ser
 		BAD=1
 		grep -aEn "$BAD_RE" "$f" | head -n 40 | tr -d '\r' | sed "s|^|testbed: ${f#"$OUT"/}:|" >&2
 	fi
+	grep -aEn "$USER_RE" "$f" | head -n 10 | tr -d '\r' |
+		sed "s|^|testbed: a user program crashed (not a kernel problem): ${f#"$OUT"/}:|" >&2
 done
 
 if [ "$TIMED_OUT" = 1 ]; then
