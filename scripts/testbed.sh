@@ -534,7 +534,8 @@ for f in "$OUT"/console-*.log "$OUT"/dmesg-*.log "$OUT"/b/dmesg-*.log "$OUT"/ser
 		grep -aEn "$BAD_RE" "$f" | head -n 40 | tr -d '\r' | sed "s|^|testbed: ${f#"$OUT"/}:|" >&2
 	fi
 	grep -aEn "$USER_RE" "$f" | head -n 10 | tr -d '\r' |
-		sed "s|^|testbed: a user program crashed (not a kernel problem): ${f#"$OUT"/}:|" >&2
+		sed "s|^|testbed: a user program crashed (not a kernel problem): ${f#"$OUT"/}:|" >&2 ||
+		true
 done
 
 if [ "$TIMED_OUT" = 1 ]; then
