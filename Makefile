@@ -50,6 +50,7 @@ modules: kernel-ext
 user: deps
 	cmake -S $(ROOT) -B $(USERBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(USERBUILD) -j$$(nproc)
+	@$(ROOT)/scripts/pyverbs-suite.sh
 
 check: all
 	@$(ROOT)/scripts/check.sh

@@ -247,6 +247,38 @@ static int ntrdma_query_gid(struct ib_device *ibdev, u32 port, int index,
 	return 0;
 }
 
+/**
+ * ntrdma_ib_av_is_local() - whether an address vector names our own port
+ * @ibdev: the device
+ * @ah: the address vector (modify_qp to RTR)
+ *
+ * The RDMA core passes no LID to a port whose core protocol is iWARP
+ * (rdma_ah_set_dlid() keeps it for IB and OPA address types only), so
+ * only a GRH can name our port: its DGID is one of our (non-zero) GIDs.
+ * Every other address vector names the peer.
+ *
+ * Return: true for a QP of this device as the destination.
+ */
+bool ntrdma_ib_av_is_local(struct ib_device *ibdev,
+			   const struct rdma_ah_attr *ah)
+{
+	const union ib_gid *dgid;
+	union ib_gid gid;
+	int i;
+
+	if (!(rdma_ah_get_ah_flags(ah) & IB_AH_GRH))
+		return false;
+	dgid = &rdma_ah_read_grh(ah)->dgid;
+	for (i = 0; i < NTRDMA_GID_TBL_LEN; i++) {
+		if (ntrdma_query_gid(ibdev, 1, i, &gid) ||
+		    !memchr_inv(&gid, 0, sizeof(gid)))
+			continue;
+		if (!memcmp(&gid, dgid, sizeof(gid)))
+			return true;
+	}
+	return false;
+}
+
 static int ntrdma_query_pkey(struct ib_device *ibdev, u32 port, u16 index,
 			     u16 *pkey)
 {
@@ -411,9 +443,12 @@ static int ntrdma_ib_add(struct ntrdma_dev *ndev, void **priv)
 	rc = ntrdma_vx_init(nib);
 	if (rc)
 		goto err_mem;
-	rc = ntrdma_export_init(nib);
+	rc = ntrdma_lo_init(nib);
 	if (rc)
 		goto err_vx;
+	rc = ntrdma_export_init(nib);
+	if (rc)
+		goto err_lo;
 	rc = ntrdma_rmr_init(nib);
 	if (rc)
 		goto err_export;
@@ -457,6 +492,8 @@ err_rmr:
 	ntrdma_rmr_fini(nib);
 err_export:
 	ntrdma_export_fini(nib, true);
+err_lo:
+	ntrdma_lo_fini(nib);
 err_vx:
 	ntrdma_vx_fini(nib, true);	/* nothing was posted yet */
 err_mem:
@@ -481,6 +518,7 @@ static void ntrdma_ib_del(void *priv, bool peer_quiet)
 	ib_unregister_device(&nib->ibdev);	/* waits for/evicts users */
 	WARN_ON(!xa_empty(&nib->qp_xa) || !xa_empty(&nib->cq_xa));
 	ntrdma_cm_fini(nib);
+	ntrdma_lo_fini(nib);
 	/* The session is over; the peer left it unless we are told not. */
 	ntrdma_vx_fini(nib, peer_quiet);
 	ntrdma_rmr_fini(nib);

@@ -45,6 +45,7 @@
 #define NTRDMA_ACK_MIN_MS	500	/* floor of the local ACK timeout */
 
 struct ntrdma_vx;
+struct ntrdma_lo;
 
 /* Data path counters (rdma statistic: hw counters of port 1). */
 enum ntrdma_hw_stat {
@@ -72,6 +73,7 @@ struct ntrdma_ib {
 	struct ib_device ibdev;
 	struct ntrdma_dev *ndev;
 	struct ntrdma_vx *vx;		/* the data path (ntrdma_vx.c) */
+	struct ntrdma_lo *lo;		/* same-device loopback (ntrdma_lo.c) */
 	spinlock_t atomic_lock;		/* atomics executed for the peer */
 	atomic64_t hw[NTRDMA_HW_NSTATS];
 
@@ -293,6 +295,8 @@ struct ntrdma_qp {
 	u8 retry_cnt;
 	u8 rnr_retry;
 	struct rdma_ah_attr ah_attr;
+	/* the AV names our own port: the dest QP is ours (ntrdma_lo.c) */
+	bool loopback;
 
 	/*
 	 * Data path (ntrdma_req.c requester, ntrdma_resp.c responder),
@@ -347,7 +351,6 @@ struct ntrdma_qp {
 	u64 tx_msgs, rx_msgs, rnr_naks;
 
 	/* rdma_cm (ntrdma_iwcm.c): the connection, under sq_lock */
-	bool cm;			/* INIT the way rdma_cm does it */
 	struct ntrdma_cep *cep;
 	atomic_t iw_refs;		/* the iw_cm's references */
 	wait_queue_head_t cm_wait;
@@ -401,6 +404,10 @@ static inline void ntrdma_hw_add(struct ntrdma_qp *qp, enum ntrdma_hw_stat i,
 	atomic64_add(n, &to_nib(qp->ibqp.device)->hw[i]);
 }
 
+/* ntrdma_ib.c: ports */
+bool ntrdma_ib_av_is_local(struct ib_device *ibdev,
+			   const struct rdma_ah_attr *ah);
+
 /* ntrdma_mem.c: data path access to MR pages */
 int ntrdma_mr_check(struct ntrdma_mr *mr, u64 addr, u64 len);
 int ntrdma_mr_copy(struct ntrdma_mr *mr, u64 addr, void *buf, u32 len,
@@ -425,6 +432,18 @@ void ntrdma_vx_flush_tx(struct ntrdma_qp *qp);
 int ntrdma_vx_place(struct ntrdma_qp *qp, const struct ntrdma_tqp_piece *pc,
 		    int n);
 void ntrdma_vx_qp_fini(struct ntrdma_qp *qp);
+void ntrdma_vx_wake(struct ntrdma_ib *nib);
+struct ntrdma_qp *ntrdma_vx_deliver(struct ntrdma_ib *nib, void *buf,
+				    u32 len, bool loopback);
+
+/* ntrdma_lo.c: same-device loopback */
+int ntrdma_lo_init(struct ntrdma_ib *nib);
+void ntrdma_lo_fini(struct ntrdma_ib *nib);
+int ntrdma_lo_send(struct ntrdma_lo *lo, const struct ntrdma_tqp_sge *sg,
+		   int n, u32 len);
+void ntrdma_lo_nak(struct ntrdma_lo *lo, const struct ntrdma_vx_hdr *nak);
+bool ntrdma_lo_ready(struct ntrdma_lo *lo);
+void ntrdma_lo_flush(struct ntrdma_lo *lo);
 int ntrdma_vx_pool_alloc(struct ntrdma_qp *qp);
 void ntrdma_vx_pool_release(struct ntrdma_qp *qp);
 
@@ -532,7 +551,8 @@ int ntrdma_ring_post_recv(struct ntrdma_ring *ring, spinlock_t *lock,
 			  u32 max_sge, const struct ib_recv_wr *wr,
 			  const struct ib_recv_wr **bad_wr);
 
-int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord);
+int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord,
+			 bool loopback);
 void ntrdma_qp_cm_disconnected(struct ntrdma_qp *qp);
 
 /* ntrdma_iwcm.c: connection manager (iw_cm verbs) */

@@ -31,8 +31,10 @@
  */
 
 #include <linux/inet.h>
+#include <linux/inetdevice.h>
 #include <linux/in6.h>
 #include <linux/slab.h>
+#include <net/addrconf.h>
 #include <rdma/iw_cm.h>
 
 #include "ntrdma_ib.h"
@@ -56,9 +58,16 @@ struct ntrdma_cep {
 	u8 ird, ord;
 	struct sockaddr_storage laddr, raddr;
 	bool notify_peer;		/* close: send DISC */
+	bool loopback;			/* both ends are ours: no wire */
 	struct work_struct close_work;
 	struct delayed_work timeout;
 	struct work_struct free_work;
+};
+
+/* A DISC owed to the other end of a connection that ended. */
+struct cm_disc {
+	u32 id, peer_id;
+	bool loopback;
 };
 
 struct ntrdma_cm_listener {
@@ -143,10 +152,38 @@ static bool cm_listen_match(const struct iw_cm_id *id,
 	return false;
 }
 
+/*
+ * Is @a an address of our own netdev? Then the connection is a loopback
+ * one: both ends are QPs of this device (ntrdma_lo.c), and its messages
+ * never cross the NTB.
+ */
+static bool cm_addr_is_ours(struct ntrdma_ib *nib,
+			    const struct sockaddr_storage *a)
+{
+	struct net_device *nd = ntrdma_dev_netdev(nib->ndev);
+	const struct sockaddr_in *a4 = (const void *)a;
+	const struct sockaddr_in6 *a6 = (const void *)a;
+	bool ours = false;
+
+	if (!nd)
+		return false;
+	if (a->ss_family == AF_INET) {
+		rcu_read_lock();
+		ours = __ip_dev_find(dev_net(nd), a4->sin_addr.s_addr,
+				     false) == nd;
+		rcu_read_unlock();
+	} else if (IS_ENABLED(CONFIG_IPV6) && a->ss_family == AF_INET6) {
+		ours = ipv6_chk_addr(dev_net(nd), &a6->sin6_addr, nd, 0);
+	}
+	return ours;
+}
+
 /* ---- connection ends ---- */
 
 static void cm_close_work(struct work_struct *work);
 static void cm_timeout_work(struct work_struct *work);
+static int cm_call(struct ntrdma_ib *nib, u16 op,
+		   const struct ntrdma_wire_cm *m, bool loopback);
 
 /* Once detached: no work of it runs any more, then it goes. */
 static void cm_free_work(struct work_struct *work)
@@ -256,6 +293,7 @@ int ntrdma_iw_connect(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 	struct ntrdma_wire_cm *m;
 	struct ntrdma_cep *cep;
 	struct ntrdma_qp *qp;
+	bool loopback;
 	int rc;
 
 	if (param->private_data_len > NTRDMA_CM_PDATA_MAX)
@@ -282,6 +320,8 @@ int ntrdma_iw_connect(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 	cm_qp_attach(qp, cep);
 	cep->laddr = cm_id->m_local_addr;
 	cep->raddr = cm_id->m_remote_addr;
+	cep->loopback = cm_addr_is_ours(nib, &cm_id->m_remote_addr);
+	loopback = cep->loopback;
 	cep->ird = min_t(u32, param->ird, NTRDMA_MAX_RD_ATOM);
 	cep->ord = min_t(u32, param->ord, NTRDMA_MAX_RD_ATOM);
 	cm_id->add_ref(cm_id);
@@ -296,9 +336,7 @@ int ntrdma_iw_connect(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 		memcpy(m->pdata, param->private_data, m->pdata_len);
 	mutex_unlock(&nib->cm_mutex);
 
-	rc = ntrdma_cmd_call(nib->ndev, NTRDMA_CMD_CM_REQ, m,
-			     sizeof(*m) + m->pdata_len, NULL, 0, NULL,
-			     NTRDMA_CMD_TIMEOUT_MS);
+	rc = cm_call(nib, NTRDMA_CMD_CM_REQ, m, loopback);
 
 	/* Looked up again: an answer or link loss may have ended it. */
 	mutex_lock(&nib->cm_mutex);
@@ -368,32 +406,30 @@ static int cm_msg(const void *req, u16 len, u16 *rsp_len,
 	return 0;
 }
 
-/* The peer's cep @id, as the peer named it: ours, in @state. */
+/*
+ * The cep @id, as the other end named it: ours, in @state, and reached the
+ * way it connected (the peer cannot name a loopback connection's end).
+ */
 static struct ntrdma_cep *cm_find(struct ntrdma_ib *nib, u32 id, u32 peer_id,
-				  enum ntrdma_cep_state state)
+				  enum ntrdma_cep_state state, bool loopback)
 {
 	struct ntrdma_cep *cep = xa_load(&nib->cep_xa, id);
 
-	if (!cep || cep->state != state)
+	if (!cep || cep->state != state || cep->loopback != loopback)
 		return NULL;
 	if (state != CEP_CONNECTING && cep->peer_id != peer_id)
 		return NULL;
 	return cep;
 }
 
-static int cm_accept_fn(void *ctx, const void *req, u16 len, void *rsp,
-			u16 *rsp_len)
+static int cm_accept(struct ntrdma_ib *nib, const struct ntrdma_wire_cm *m,
+		     bool loopback)
 {
-	struct ntrdma_ib *nib = ctx;
-	const struct ntrdma_wire_cm *m;
 	struct ntrdma_cep *cep;
 	int rc;
 
-	rc = cm_msg(req, len, rsp_len, &m);
-	if (rc)
-		return rc;
 	mutex_lock(&nib->cm_mutex);
-	cep = cm_find(nib, m->peer_cep, m->cep, CEP_CONNECTING);
+	cep = cm_find(nib, m->peer_cep, m->cep, CEP_CONNECTING, loopback);
 	rc = -ECONNRESET;
 	if (!cep || !cep->qp)
 		goto out;
@@ -401,7 +437,7 @@ static int cm_accept_fn(void *ctx, const void *req, u16 len, void *rsp,
 	cep->peer_qpn = m->qpn;
 	cep->ird = min(cep->ird, m->ord);
 	cep->ord = min(cep->ord, m->ird);
-	rc = ntrdma_qp_cm_connect(cep->qp, m->qpn, cep->ord);
+	rc = ntrdma_qp_cm_connect(cep->qp, m->qpn, cep->ord, loopback);
 	if (rc) {
 		cm_connect_failed(cep, rc, NULL, 0);
 		goto out;
@@ -416,19 +452,13 @@ out:
 	return rc;
 }
 
-static int cm_reject_fn(void *ctx, const void *req, u16 len, void *rsp,
-			u16 *rsp_len)
+static int cm_reject(struct ntrdma_ib *nib, const struct ntrdma_wire_cm *m,
+		     bool loopback)
 {
-	struct ntrdma_ib *nib = ctx;
-	const struct ntrdma_wire_cm *m;
 	struct ntrdma_cep *cep;
-	int rc;
 
-	rc = cm_msg(req, len, rsp_len, &m);
-	if (rc)
-		return rc;
 	mutex_lock(&nib->cm_mutex);
-	cep = cm_find(nib, m->peer_cep, m->cep, CEP_CONNECTING);
+	cep = cm_find(nib, m->peer_cep, m->cep, CEP_CONNECTING, loopback);
 	if (cep)
 		cm_connect_failed(cep, -ECONNREFUSED, m->pdata, m->pdata_len);
 	mutex_unlock(&nib->cm_mutex);
@@ -437,19 +467,14 @@ static int cm_reject_fn(void *ctx, const void *req, u16 len, void *rsp,
 
 /* ---- passive side ---- */
 
-static int cm_req_fn(void *ctx, const void *req, u16 len, void *rsp,
-		     u16 *rsp_len)
+static int cm_req(struct ntrdma_ib *nib, const struct ntrdma_wire_cm *m,
+		  bool loopback)
 {
-	struct ntrdma_ib *nib = ctx;
-	const struct ntrdma_wire_cm *m;
 	struct ntrdma_cm_listener *l;
 	struct sockaddr_storage d, s;
 	struct ntrdma_cep *cep;
 	int rc;
 
-	rc = cm_msg(req, len, rsp_len, &m);
-	if (rc)
-		return rc;
 	if (m->family != AF_INET && m->family != AF_INET6)
 		return -EINVAL;
 	rc = -ECONNREFUSED;
@@ -464,6 +489,7 @@ static int cm_req_fn(void *ctx, const void *req, u16 len, void *rsp,
 		if (!cep)
 			break;
 		cep->state = CEP_REQ_RCVD;
+		cep->loopback = loopback;
 		cep->peer_id = m->cep;
 		cep->peer_qpn = m->qpn;
 		cep->ird = min_t(u8, m->ord, NTRDMA_MAX_RD_ATOM);
@@ -495,8 +521,8 @@ static struct ntrdma_cep *cm_of(struct iw_cm_id *cm_id,
 	return cep;
 }
 
-static int cm_send_answer(struct ntrdma_ib *nib, u16 op, u32 id,
-			  u32 peer_id, u32 qpn, u8 ird, u8 ord,
+static int cm_send_answer(struct ntrdma_ib *nib, u16 op,
+			  const struct cm_disc *to, u32 qpn, u8 ird, u8 ord,
 			  const void *pdata, u8 pdata_len)
 {
 	struct ntrdma_wire_cm *m = kzalloc(NTRDMA_CMD_DATA, GFP_KERNEL);
@@ -504,16 +530,15 @@ static int cm_send_answer(struct ntrdma_ib *nib, u16 op, u32 id,
 
 	if (!m)
 		return -ENOMEM;
-	m->cep = id;
-	m->peer_cep = peer_id;
+	m->cep = to->id;
+	m->peer_cep = to->peer_id;
 	m->qpn = qpn;
 	m->ird = ird;
 	m->ord = ord;
 	m->pdata_len = pdata_len;
 	if (pdata_len)
 		memcpy(m->pdata, pdata, pdata_len);
-	rc = ntrdma_cmd_call(nib->ndev, op, m, sizeof(*m) + pdata_len, NULL,
-			     0, NULL, NTRDMA_CMD_TIMEOUT_MS);
+	rc = cm_call(nib, op, m, to->loopback);
 	kfree(m);
 	return rc;
 }
@@ -523,7 +548,8 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 	struct ntrdma_ib *nib = to_nib(cm_id->device);
 	struct ntrdma_cep *cep;
 	struct ntrdma_qp *qp;
-	u32 id, peer_id, qpn;
+	struct cm_disc to;
+	u32 qpn;
 	u8 ird, ord;
 	int rc;
 
@@ -537,7 +563,7 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 		goto out_unlock;
 	cep->ird = min_t(u32, cep->ird, param->ird);
 	cep->ord = min_t(u32, cep->ord, param->ord);
-	rc = ntrdma_qp_cm_connect(qp, cep->peer_qpn, cep->ord);
+	rc = ntrdma_qp_cm_connect(qp, cep->peer_qpn, cep->ord, cep->loopback);
 	if (rc)
 		goto out_unlock;
 	cep->qp = qp;
@@ -547,18 +573,17 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 	cep->state = CEP_ACCEPTING;
 	cep->notify_peer = true;
 	/* What the answer needs, read while the cep cannot go away. */
-	id = cep->id;
-	peer_id = cep->peer_id;
+	to = (struct cm_disc){ cep->id, cep->peer_id, cep->loopback };
 	qpn = qp->ibqp.qp_num;
 	ird = cep->ird;
 	ord = cep->ord;
 	mutex_unlock(&nib->cm_mutex);
 
-	rc = cm_send_answer(nib, NTRDMA_CMD_CM_ACCEPT, id, peer_id, qpn, ird,
-			    ord, param->private_data, param->private_data_len);
+	rc = cm_send_answer(nib, NTRDMA_CMD_CM_ACCEPT, &to, qpn, ird, ord,
+			    param->private_data, param->private_data_len);
 
 	mutex_lock(&nib->cm_mutex);
-	cep = xa_load(&nib->cep_xa, id);
+	cep = xa_load(&nib->cep_xa, to.id);
 	if (!cep || cep->state != CEP_ACCEPTING) {
 		/* The QP ended meanwhile: the accept fails. */
 		rc = -ECONNRESET;
@@ -580,7 +605,7 @@ int ntrdma_iw_reject(struct iw_cm_id *cm_id, const void *pdata, u8 pdata_len)
 {
 	struct ntrdma_ib *nib = to_nib(cm_id->device);
 	struct ntrdma_cep *cep;
-	u32 id, peer_id;
+	struct cm_disc to;
 
 	if (pdata_len > NTRDMA_CM_PDATA_MAX)
 		pdata_len = NTRDMA_CM_PDATA_MAX;
@@ -590,13 +615,12 @@ int ntrdma_iw_reject(struct iw_cm_id *cm_id, const void *pdata, u8 pdata_len)
 		mutex_unlock(&nib->cm_mutex);
 		return -EINVAL;
 	}
-	id = cep->id;
-	peer_id = cep->peer_id;
+	to = (struct cm_disc){ cep->id, cep->peer_id, cep->loopback };
 	cm_cep_detach(cep);
 	mutex_unlock(&nib->cm_mutex);
 	/* Best effort: a peer that is gone has failed its connect anyway. */
-	cm_send_answer(nib, NTRDMA_CMD_CM_REJECT, id, peer_id, 0, 0, 0,
-		       pdata, pdata_len);
+	cm_send_answer(nib, NTRDMA_CMD_CM_REJECT, &to, 0, 0, 0, pdata,
+		       pdata_len);
 	return 0;
 }
 
@@ -648,13 +672,11 @@ int ntrdma_iw_destroy_listen(struct iw_cm_id *cm_id)
  * established connection (the iw_cm BUG()s otherwise); an accept in flight
  * fails instead.
  */
-static void cm_close_locked(struct ntrdma_cep *cep, u32 *disc_id,
-			    u32 *disc_peer)
+static void cm_close_locked(struct ntrdma_cep *cep, struct cm_disc *disc)
 {
-	if (cep->notify_peer) {
-		*disc_id = cep->id;
-		*disc_peer = cep->peer_id;
-	}
+	if (cep->notify_peer)
+		*disc = (struct cm_disc){ cep->id, cep->peer_id,
+					  cep->loopback };
 	if (cep->cm_id && cep->state == CEP_ESTABLISHED)
 		cm_event(cep, cep->cm_id, IW_CM_EVENT_CLOSE, 0, NULL, 0);
 	cm_cep_detach(cep);
@@ -665,31 +687,25 @@ static void cm_close_work(struct work_struct *work)
 	struct ntrdma_cep *cep = container_of(work, struct ntrdma_cep,
 					      close_work);
 	struct ntrdma_ib *nib = cep->nib;
-	u32 disc_id = 0, disc_peer = 0;
+	struct cm_disc disc = {};
 
 	mutex_lock(&nib->cm_mutex);
 	if (cep->state == CEP_ESTABLISHED || cep->state == CEP_ACCEPTING)
-		cm_close_locked(cep, &disc_id, &disc_peer);
+		cm_close_locked(cep, &disc);
 	mutex_unlock(&nib->cm_mutex);
 	/* @cep may be gone now (its free work runs after this one). */
-	if (disc_id)
-		cm_send_answer(nib, NTRDMA_CMD_CM_DISC, disc_id, disc_peer, 0,
-			       0, 0, NULL, 0);
+	if (disc.id)
+		cm_send_answer(nib, NTRDMA_CMD_CM_DISC, &disc, 0, 0, 0, NULL,
+			       0);
 }
 
-static int cm_disc_fn(void *ctx, const void *req, u16 len, void *rsp,
-		      u16 *rsp_len)
+static int cm_disc(struct ntrdma_ib *nib, const struct ntrdma_wire_cm *m,
+		   bool loopback)
 {
-	struct ntrdma_ib *nib = ctx;
-	const struct ntrdma_wire_cm *m;
 	struct ntrdma_cep *cep;
-	int rc;
 
-	rc = cm_msg(req, len, rsp_len, &m);
-	if (rc)
-		return rc;
 	mutex_lock(&nib->cm_mutex);
-	cep = cm_find(nib, m->peer_cep, m->cep, CEP_ESTABLISHED);
+	cep = cm_find(nib, m->peer_cep, m->cep, CEP_ESTABLISHED, loopback);
 	if (cep) {
 		cep->notify_peer = false;	/* it knows */
 		/* The QP flushes; its move to ERR closes the connection. */
@@ -719,7 +735,7 @@ void ntrdma_cm_qp_down(struct ntrdma_qp *qp)
 void ntrdma_cm_qp_destroy(struct ntrdma_qp *qp)
 {
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
-	u32 disc_id = 0, disc_peer = 0;
+	struct cm_disc disc = {};
 	struct ntrdma_cep *cep;
 
 	mutex_lock(&nib->cm_mutex);
@@ -727,16 +743,16 @@ void ntrdma_cm_qp_destroy(struct ntrdma_qp *qp)
 	if (cep && cep->state == CEP_CONNECTING)
 		cm_connect_failed(cep, -ECONNRESET, NULL, 0);
 	else if (cep)
-		cm_close_locked(cep, &disc_id, &disc_peer);
+		cm_close_locked(cep, &disc);
 	mutex_unlock(&nib->cm_mutex);
-	if (disc_id)
-		cm_send_answer(nib, NTRDMA_CMD_CM_DISC, disc_id, disc_peer, 0,
-			       0, 0, NULL, 0);
+	if (disc.id)
+		cm_send_answer(nib, NTRDMA_CMD_CM_DISC, &disc, 0, 0, 0, NULL,
+			       0);
 	wait_event(qp->cm_wait, !atomic_read(&qp->iw_refs));
 }
 
-/* Link loss: every connect still waiting fails (established ones close
- * through their QPs going to ERR).
+/* Link loss: every connect to the peer still waiting fails (established
+ * ones close through their QPs going to ERR); loopback ones go on.
  */
 void ntrdma_cm_link_down(struct ntrdma_ib *nib)
 {
@@ -745,7 +761,7 @@ void ntrdma_cm_link_down(struct ntrdma_ib *nib)
 
 	mutex_lock(&nib->cm_mutex);
 	xa_for_each(&nib->cep_xa, id, cep) {
-		if (cep->state == CEP_CONNECTING)
+		if (cep->state == CEP_CONNECTING && !cep->loopback)
 			cm_connect_failed(cep, -ECONNRESET, NULL, 0);
 	}
 	mutex_unlock(&nib->cm_mutex);
@@ -773,12 +789,87 @@ struct ib_qp *ntrdma_iw_get_qp(struct ib_device *ibdev, int qpn)
 	return qp ? &qp->ibqp : NULL;
 }
 
+/* ---- the messages' ways: the command channel, or straight to us ---- */
+
+typedef int (*cm_handler)(struct ntrdma_ib *nib,
+			  const struct ntrdma_wire_cm *m, bool loopback);
+
+static const struct {
+	u16 op;
+	cm_handler handle;
+} cm_ops[] = {
+	{ NTRDMA_CMD_CM_REQ, cm_req },
+	{ NTRDMA_CMD_CM_ACCEPT, cm_accept },
+	{ NTRDMA_CMD_CM_REJECT, cm_reject },
+	{ NTRDMA_CMD_CM_DISC, cm_disc },
+};
+
+/* A message from the peer (command channel): checked, then handled. */
+static int cm_wire_fn(void *ctx, u16 op, const void *req, u16 len,
+		      u16 *rsp_len)
+{
+	const struct ntrdma_wire_cm *m;
+	int i, rc;
+
+	rc = cm_msg(req, len, rsp_len, &m);
+	if (rc)
+		return rc;
+	for (i = 0; i < ARRAY_SIZE(cm_ops); i++)
+		if (cm_ops[i].op == op)
+			return cm_ops[i].handle(ctx, m, false);
+	return -EINVAL;
+}
+
+static int cm_req_fn(void *ctx, const void *req, u16 len, void *rsp,
+		     u16 *rsp_len)
+{
+	return cm_wire_fn(ctx, NTRDMA_CMD_CM_REQ, req, len, rsp_len);
+}
+
+static int cm_accept_fn(void *ctx, const void *req, u16 len, void *rsp,
+			u16 *rsp_len)
+{
+	return cm_wire_fn(ctx, NTRDMA_CMD_CM_ACCEPT, req, len, rsp_len);
+}
+
+static int cm_reject_fn(void *ctx, const void *req, u16 len, void *rsp,
+			u16 *rsp_len)
+{
+	return cm_wire_fn(ctx, NTRDMA_CMD_CM_REJECT, req, len, rsp_len);
+}
+
+static int cm_disc_fn(void *ctx, const void *req, u16 len, void *rsp,
+		      u16 *rsp_len)
+{
+	return cm_wire_fn(ctx, NTRDMA_CMD_CM_DISC, req, len, rsp_len);
+}
+
+/*
+ * Send @m (op @op) to the other end: the peer through the command channel
+ * (no cm_mutex held: the answer comes through the work that runs the
+ * peer's requests), or, for a loopback connection, our own handler.
+ */
+static int cm_call(struct ntrdma_ib *nib, u16 op,
+		   const struct ntrdma_wire_cm *m, bool loopback)
+{
+	int i;
+
+	if (!loopback)
+		return ntrdma_cmd_call(nib->ndev, op, m,
+				       sizeof(*m) + m->pdata_len, NULL, 0,
+				       NULL, NTRDMA_CMD_TIMEOUT_MS);
+	for (i = 0; i < ARRAY_SIZE(cm_ops); i++)
+		if (cm_ops[i].op == op)
+			return cm_ops[i].handle(nib, m, true);
+	return -EINVAL;
+}
+
 /* ---- set-up ---- */
 
 static const struct {
 	u16 op;
 	ntrdma_cmd_fn fn;
-} cm_ops[] = {
+} cm_wire_ops[] = {
 	{ NTRDMA_CMD_CM_REQ, cm_req_fn },
 	{ NTRDMA_CMD_CM_ACCEPT, cm_accept_fn },
 	{ NTRDMA_CMD_CM_REJECT, cm_reject_fn },
@@ -795,12 +886,13 @@ int ntrdma_cm_init(struct ntrdma_ib *nib)
 	nib->cm_wq = alloc_workqueue("ntrdma_cm", 0, 0);
 	if (!nib->cm_wq)
 		return -ENOMEM;
-	for (i = 0; i < ARRAY_SIZE(cm_ops); i++) {
-		rc = ntrdma_cmd_register(nib->ndev, cm_ops[i].op, cm_ops[i].fn,
-					 nib);
+	for (i = 0; i < ARRAY_SIZE(cm_wire_ops); i++) {
+		rc = ntrdma_cmd_register(nib->ndev, cm_wire_ops[i].op,
+					 cm_wire_ops[i].fn, nib);
 		if (rc) {
 			while (i--)
-				ntrdma_cmd_unregister(nib->ndev, cm_ops[i].op);
+				ntrdma_cmd_unregister(nib->ndev,
+						      cm_wire_ops[i].op);
 			destroy_workqueue(nib->cm_wq);
 			return rc;
 		}
@@ -819,8 +911,8 @@ void ntrdma_cm_fini(struct ntrdma_ib *nib)
 	unsigned long id;
 	int i;
 
-	for (i = 0; i < ARRAY_SIZE(cm_ops); i++)
-		ntrdma_cmd_unregister(nib->ndev, cm_ops[i].op);
+	for (i = 0; i < ARRAY_SIZE(cm_wire_ops); i++)
+		ntrdma_cmd_unregister(nib->ndev, cm_wire_ops[i].op);
 	mutex_lock(&nib->cm_mutex);
 	xa_for_each(&nib->cep_xa, id, cep)
 		cm_cep_detach(cep);

@@ -415,10 +415,13 @@ static void ntrdma_qp_reset_locked(struct ntrdma_qp *qp)
 /*
  * What rdma_cm does to a QP it connects (the iWARP rules of the iw_cm,
  * where the connection manager, not modify_qp, connects the QP): RESET->
- * INIT with exactly the state, port and access (no P_Key: that marks the QP
- * as rdma_cm's), then on such a QP INIT->INIT and INIT->RTR with access,
- * and the port alone without a state (rdma_cm's "RTS" step);
- * ntrdma_qp_cm_connect() makes it RTS. Everything else: the IB rules.
+ * INIT with exactly the state, port and access (no P_Key), then INIT->INIT
+ * and INIT->RTR with access, and the port alone without a state (rdma_cm's
+ * "RTS" step); ntrdma_qp_cm_connect() makes it RTS. The steps after INIT
+ * are taken by any RC QP, however it reached INIT: a user's own QP that it
+ * moves with rdma_init_qp_attr()'s attributes before rdma_accept() (the QP
+ * has no destination until rdma_cm connects it). Everything else: the IB
+ * rules.
  */
 static bool ntrdma_cm_modify_ok(struct ntrdma_qp *qp, enum ib_qp_state cur,
 				enum ib_qp_state next, struct ib_qp_attr *attr,
@@ -430,7 +433,7 @@ static bool ntrdma_cm_modify_ok(struct ntrdma_qp *qp, enum ib_qp_state cur,
 		return false;
 	if (cur == IB_QPS_RESET)
 		return next == IB_QPS_INIT && mask == cm_init;
-	if (!qp->cm || (mask & ~(cm_init | IB_QP_CUR_STATE)))
+	if (mask & ~(cm_init | IB_QP_CUR_STATE))
 		return false;
 	if (!(mask & IB_QP_STATE))
 		return true;	/* attributes only: port (checked), access */
@@ -450,11 +453,13 @@ static bool qp_takes_requests(enum ib_qp_state st)
 static void ntrdma_qp_export_state(struct ntrdma_qp *qp, enum ib_qp_state cur,
 				   enum ib_qp_state next, int mask)
 {
-	if (qp_takes_requests(next) &&
-	    (!qp_takes_requests(cur) ||
-	     (mask & (IB_QP_ACCESS_FLAGS | IB_QP_DEST_QPN))))
+	bool changed = !qp_takes_requests(cur) ||
+		       (mask & (IB_QP_ACCESS_FLAGS | IB_QP_DEST_QPN));
+
+	/* A loopback QP takes nothing from the peer. */
+	if (qp_takes_requests(next) && !qp->loopback && changed)
 		ntrdma_export_qp(qp, true);
-	else if (!qp_takes_requests(next))
+	else if (!qp_takes_requests(next) || qp->loopback)
 		ntrdma_export_qp(qp, false);
 }
 
@@ -496,6 +501,8 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		/* Kept as a plain copy: no reference on the SGID entry. */
 		qp->ah_attr = attr->ah_attr;
 		qp->ah_attr.grh.sgid_attr = NULL;
+		WRITE_ONCE(qp->loopback,
+			   ntrdma_ib_av_is_local(ibqp->device, &attr->ah_attr));
 	}
 	if (mask & IB_QP_PATH_MTU)
 		qp->path_mtu = attr->path_mtu;
@@ -542,8 +549,6 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		ntrdma_qp_sq_drained(qp);
 	}
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
-	if (cur == IB_QPS_RESET && next == IB_QPS_INIT)
-		qp->cm = !ib_ok;
 	rc = 0;
 	ntrdma_qp_export_state(qp, cur, next, mask);
 	/* Work posted before RTS, or answers owed since RTR. */
@@ -555,11 +560,12 @@ out:
 }
 
 /*
- * rdma_cm connected @qp (INIT/RTR/RTS, nothing sent yet) to the peer's QP
- * @peer_qpn, which takes @ord reads/atomics from us: RTS, both message
- * sequences from 0.
+ * rdma_cm connected @qp (INIT/RTR/RTS, nothing sent yet) to the QP
+ * @peer_qpn, the peer's or (@loopback) one of this device, which takes
+ * @ord reads/atomics from us: RTS, both message sequences from 0.
  */
-int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord)
+int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord,
+			 bool loopback)
 {
 	unsigned long flags;
 	int rc = -EINVAL;
@@ -571,6 +577,7 @@ int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord)
 	     qp->state != IB_QPS_RTS))
 		goto out;
 	qp->dest_qp_num = peer_qpn;
+	WRITE_ONCE(qp->loopback, loopback);
 	/* What rdma_cm grants a QP with responder resources (the MRs'
 	 * own access flags still decide): the active side was made INIT
 	 * with none.
@@ -592,7 +599,7 @@ int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord)
 	WRITE_ONCE(qp->state, IB_QPS_RTS);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	rc = 0;
-	ntrdma_export_qp(qp, true);
+	ntrdma_export_qp(qp, !loopback);
 	ntrdma_req_tx(qp);
 out:
 	mutex_unlock(&qp->lock);
@@ -621,8 +628,10 @@ void ntrdma_qps_link_down(struct ntrdma_ib *nib)
 	mutex_lock(&nib->qp_lock);
 	xa_for_each(&nib->qp_xa, index, qp) {
 		mutex_lock(&qp->lock);
-		fatal = qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS ||
-			qp->state == IB_QPS_SQD || qp->state == IB_QPS_SQE;
+		/* A loopback QP never needed the link. */
+		fatal = !qp->loopback &&
+			(qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS ||
+			 qp->state == IB_QPS_SQD || qp->state == IB_QPS_SQE);
 		if (fatal) {
 			spin_lock_irq(&qp->sq_lock);
 			ntrdma_qp_error_ev(qp, false, 0);

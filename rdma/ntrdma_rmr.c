@@ -471,7 +471,8 @@ int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	int n, rc = 0;
 
 	lockdep_assert_held(&qp->sq_lock);
-	if (!READ_ONCE(ntrdma_direct_placement))
+	/* The peer's exports are for QPs connected to the peer. */
+	if (!READ_ONCE(ntrdma_direct_placement) || qp->loopback)
 		return -EAGAIN;
 	spin_lock_irqsave(&nib->place_lock, flags);
 	rmr = place_target(nib, qp, w, IB_ACCESS_REMOTE_WRITE);
@@ -515,7 +516,7 @@ int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	int n, rc = 0;
 
 	lockdep_assert_held(&qp->sq_lock);
-	if (!READ_ONCE(ntrdma_direct_placement) ||
+	if (!READ_ONCE(ntrdma_direct_placement) || qp->loopback ||
 	    w->len > READ_ONCE(read_pull_max) || !w->len)
 		return -EAGAIN;
 	spin_lock_irqsave(&nib->place_lock, flags);

@@ -53,13 +53,8 @@ struct ntrdma_vx {
 	u16 at[NTRDMA_TQP_RING];	/* ring position -> buffer */
 };
 
-/*
- * A request segment for a QP we do not have, or one not in RTR/RTS: the
- * requester is told at once (NTRDMA_VX_SYN_NO_QP) and retries as IB does
- * after a dropped packet, instead of waiting out its timeout. One NAK per
- * message (its first segment); none when every NAK slot is in flight.
- */
-static void vx_nak_no_qp(struct ntrdma_vx *vx, const struct ntrdma_vx_hdr *req)
+/* Send the NAK @nak to the peer; none when every NAK slot is in flight. */
+static void vx_nak_tqp(struct ntrdma_vx *vx, const struct ntrdma_vx_hdr *nak)
 {
 	struct ntrdma_tqp_sge sg;
 	struct ntrdma_vx_hdr *h;
@@ -67,9 +62,6 @@ static void vx_nak_no_qp(struct ntrdma_vx *vx, const struct ntrdma_vx_hdr *req)
 	bool full;
 	u32 i;
 
-	if (req->op == NTRDMA_VX_ACK || req->op == NTRDMA_VX_READ_RESP ||
-	    req->op == NTRDMA_VX_ATOMIC_RESP || !(req->flags & NTRDMA_VX_FIRST))
-		return;
 	spin_lock_irqsave(&vx->nak_lock, flags);
 	full = vx->nak_prod - vx->nak_done >= NTRDMA_VX_NAKS;
 	spin_unlock_irqrestore(&vx->nak_lock, flags);
@@ -77,12 +69,7 @@ static void vx_nak_no_qp(struct ntrdma_vx *vx, const struct ntrdma_vx_hdr *req)
 		return;
 	i = vx->nak_prod % NTRDMA_VX_NAKS;
 	h = &vx->naks[i];
-	memset(h, 0, sizeof(*h));
-	h->op = NTRDMA_VX_ACK;
-	h->syndrome = NTRDMA_VX_SYN_NO_QP;
-	h->src_qpn = req->dst_qpn;
-	h->dst_qpn = req->src_qpn;
-	h->msn = req->msn;
+	*h = *nak;
 	sg.page = virt_to_page(h);
 	sg.off = offset_in_page(h);
 	sg.len = sizeof(*h);
@@ -103,28 +90,88 @@ static bool vx_qp_ready(struct ntrdma_qp *qp)
 	return st == IB_QPS_RTR || st == IB_QPS_RTS || st == IB_QPS_SQD;
 }
 
-/* Deliver one segment; the QP it went to (NULL if none). */
-static struct ntrdma_qp *vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
+/*
+ * A request segment for a QP we do not have, or one not in RTR/RTS: the
+ * requester is told at once (NTRDMA_VX_SYN_NO_QP), the way the request
+ * came, and retries as IB does after a dropped packet instead of waiting
+ * out its timeout. One NAK per message (its first segment).
+ */
+static void vx_nak(struct ntrdma_ib *nib, const struct ntrdma_vx_hdr *req,
+		   bool loopback)
+{
+	struct ntrdma_vx_hdr h = {
+		.op = NTRDMA_VX_ACK,
+		.syndrome = NTRDMA_VX_SYN_NO_QP,
+		.src_qpn = req->dst_qpn,
+		.dst_qpn = req->src_qpn,
+		.msn = req->msn,
+	};
+
+	if (req->op == NTRDMA_VX_ACK || req->op == NTRDMA_VX_READ_RESP ||
+	    req->op == NTRDMA_VX_ATOMIC_RESP || !(req->flags & NTRDMA_VX_FIRST))
+		return;
+	if (loopback)
+		ntrdma_lo_nak(nib->lo, &h);
+	else
+		vx_nak_tqp(nib->vx, &h);
+}
+
+/*
+ * The QP numbered @qpn, if it takes segments that came the way this one
+ * did: a loopback QP only from the loopback, any other only from the peer.
+ */
+static struct ntrdma_qp *vx_dst_qp(struct ntrdma_ib *nib, u32 qpn,
+				   bool loopback)
+{
+	struct ntrdma_qp *qp = xa_load(&nib->qp_xa, qpn);
+
+	if (qp && READ_ONCE(qp->loopback) != loopback)
+		return NULL;
+	return qp;
+}
+
+/* A header that fails the checks: the peer's ends the session. */
+static void vx_bad_hdr(struct ntrdma_ib *nib, bool loopback)
+{
+	atomic64_inc(&nib->hw[NTRDMA_HW_RX_INVALID]);
+	if (loopback)
+		ibdev_err_ratelimited(&nib->ibdev,
+				      "invalid loopback segment dropped\n");
+	else
+		ntrdma_link_proto_error(nib->ndev, "invalid verbs segment");
+}
+
+/**
+ * ntrdma_vx_deliver() - hand one received segment to its QP
+ * @nib: the verbs device
+ * @buf: the segment (header, then payload)
+ * @len: its length
+ * @loopback: it came from a QP of this device (ntrdma_lo.c), not the peer
+ *
+ * Process context, no lock held (the data path's work items).
+ *
+ * Return: the QP it went to, NULL if none took it.
+ */
+struct ntrdma_qp *ntrdma_vx_deliver(struct ntrdma_ib *nib, void *buf,
+				    u32 len, bool loopback)
 {
 	struct ntrdma_vx_hdr h;
 	struct ntrdma_qp *qp;
 
-	atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_SEGS]);
-	atomic64_add(len, &vx->nib->hw[NTRDMA_HW_RX_BYTES]);
+	atomic64_inc(&nib->hw[NTRDMA_HW_RX_SEGS]);
+	atomic64_add(len, &nib->hw[NTRDMA_HW_RX_BYTES]);
 	/* Copied out first: the peer can still write the buffer. */
 	if (len >= sizeof(h))
 		memcpy(&h, buf, sizeof(h));
 	if (len < sizeof(h) || ntrdma_vx_check_hdr(&h, len)) {
-		/* The peer's kernel built it: the session ends. */
-		atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_INVALID]);
-		ntrdma_link_proto_error(vx->ndev, "invalid verbs segment");
+		vx_bad_hdr(nib, loopback);
 		return NULL;
 	}
 	/* Destroy removes a QP from the table, then waits for this work. */
-	qp = xa_load(&vx->nib->qp_xa, h.dst_qpn);
+	qp = vx_dst_qp(nib, h.dst_qpn, loopback);
 	if (!qp) {
-		atomic64_inc(&vx->nib->hw[NTRDMA_HW_RX_NO_QP]);
-		vx_nak_no_qp(vx, &h);
+		atomic64_inc(&nib->hw[NTRDMA_HW_RX_NO_QP]);
+		vx_nak(nib, &h, loopback);
 		return NULL;
 	}
 	switch (h.op) {
@@ -134,7 +181,7 @@ static struct ntrdma_qp *vx_rx_one(struct ntrdma_vx *vx, void *buf, u32 len)
 	case NTRDMA_VX_ATOMIC_REQ:
 		if (!vx_qp_ready(qp)) {
 			ntrdma_hw_add(qp, NTRDMA_HW_RX_DROPPED, 1);
-			vx_nak_no_qp(vx, &h);
+			vx_nak(nib, &h, loopback);
 			return NULL;
 		}
 		ntrdma_resp_rx(qp, &h, buf + sizeof(h), len - sizeof(h));
@@ -176,7 +223,8 @@ static void vx_rx_work(struct work_struct *work)
 		i = vx->at[ntrdma_ring_idx(c.pos, NTRDMA_TQP_RING)];
 		dma_sync_single_for_cpu(ntrdma_dev_dma_device(vx->ndev), vx->buf[i].dma,
 					c.len, DMA_FROM_DEVICE);
-		qp = vx_rx_one(vx, page_address(vx->buf[i].page), c.len);
+		qp = ntrdma_vx_deliver(vx->nib, page_address(vx->buf[i].page),
+				       c.len, false);
 		/* Same buffer, next position: the ring never runs dry. */
 		vx_post(vx, i);
 		/*
@@ -202,7 +250,14 @@ static void vx_rx_work(struct work_struct *work)
 void ntrdma_vx_flush_rx(struct ntrdma_ib *nib)
 {
 	flush_work(&nib->vx->rx_work);
+	ntrdma_lo_flush(nib->lo);
 	flush_work(&nib->vx->wake_work);
+}
+
+/* Room again for senders that found none (the loopback freed a buffer). */
+void ntrdma_vx_wake(struct ntrdma_ib *nib)
+{
+	queue_work(nib->vx->wq, &nib->vx->wake_work);
 }
 
 static void vx_wake_work(struct work_struct *work)
@@ -232,13 +287,16 @@ void ntrdma_vx_wait_space(struct ntrdma_qp *qp)
 		list_add_tail(&qp->tx_wait, &vx->tx_waiters);
 	spin_unlock_irqrestore(&vx->wait_lock, flags);
 	/* A post may have come before we were on the list. */
-	if (ntrdma_tqp_send_ready(vx->tqp))
+	if (qp->loopback ? ntrdma_lo_ready(to_nib(qp->ibqp.device)->lo) :
+			   ntrdma_tqp_send_ready(vx->tqp))
 		queue_work(vx->wq, &vx->wake_work);
 }
 
 /* Publish the segments sent with ntrdma_vx_send(). */
 void ntrdma_vx_flush_tx(struct ntrdma_qp *qp)
 {
+	if (qp->loopback)
+		return;	/* each loopback segment was queued as it was sent */
 	ntrdma_tqp_send_flush(to_nib(qp->ibqp.device)->vx->tqp);
 }
 
@@ -421,6 +479,26 @@ static const struct ntrdma_tqp_ops vx_tqp_ops = {
 };
 
 /*
+ * The segment's way out: the TQP to the peer (published by
+ * ntrdma_vx_flush_tx(), which every sender calls), or a copy for a QP of
+ * this device, after which its slot and MRs are free at once.
+ */
+static int vx_send_segment(struct ntrdma_qp *qp,
+			   const struct ntrdma_tqp_sge *tsg, int n, u32 len,
+			   struct ntrdma_seg_meta *m)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	int rc;
+
+	if (!qp->loopback)
+		return ntrdma_tqp_send(nib->vx->tqp, tsg, n, len, 0, m, true);
+	rc = ntrdma_lo_send(nib->lo, tsg, n, len);
+	if (!rc)
+		vx_tqp_send_done(nib->vx, m, len, 0);
+	return rc;
+}
+
+/*
  * Send one segment of @qp: header @h (whose LAST flag this sets), @inl_len
  * bytes of inline data, then up to @len payload bytes taken from the SGE
  * list @sg (starting @sg_skip bytes into sg[0]). Returns the payload bytes
@@ -433,7 +511,6 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		   const void *inl, u32 inl_len, const struct ntrdma_rsge *sg,
 		   int nsg, u32 sg_skip, u32 len)
 {
-	struct ntrdma_vx *vx = to_nib(qp->ibqp.device)->vx;
 	struct ntrdma_seg_pool *pool = qp->seg_pool;
 	struct ntrdma_tqp_sge tsg[NTRDMA_TQP_MAX_SGE];
 	struct ntrdma_seg_meta *m;
@@ -495,8 +572,7 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		slot->flags |= NTRDMA_VX_LAST;
 	m->pool = pool;
 	pool->prod++;
-	/* Published by ntrdma_vx_flush_tx() (every sender calls it). */
-	rc = ntrdma_tqp_send(vx->tqp, tsg, n, n_hdr + taken, 0, m, true);
+	rc = vx_send_segment(qp, tsg, n, n_hdr + taken, m);
 	if (rc) {
 		pool->prod--;
 		goto undo;

@@ -2579,9 +2579,11 @@ TEST_F(DataPath, OldNtrdmaDefect10UserPagesPinned) {
 // the DataPath tests must not see.
 class VerbsLinkLoss : public Verbs {};
 
-// The session with the peer ends: PORT_ERR, connected QPs go to ERR with
-// QP_FATAL and their receives are flushed; the port comes back with the
-// peer. The selftest passes the commands that take the peer away and back.
+// The session with the peer ends: PORT_ERR, QPs connected across the NTB
+// go to ERR with QP_FATAL and their receives are flushed; a loopback QP
+// (its destination a QP of this device) never needed the link and keeps
+// working while it is down; the port comes back with the peer. The
+// selftest passes the commands that take the peer away and back.
 TEST_F(VerbsLinkLoss, LinkLossMakesConnectedQpsFatal) {
     const char* down = std::getenv("NTRDMA_PEER_DOWN_CMD");
     const char* up = std::getenv("NTRDMA_PEER_UP_CMD");
@@ -2599,8 +2601,18 @@ TEST_F(VerbsLinkLoss, LinkLossMakesConnectedQpsFatal) {
     ibv_qp* idle = CreateRcQp();  // stays in RESET: not connected
     ASSERT_NE(idle, nullptr);
     ASSERT_EQ(ToInit(qp), 0);
-    ASSERT_EQ(ToRtr(qp, qp->qp_num), 0);
+    RtrSpec across;  // a GID that is not ours: the peer's side of the NTB
+    across.dest_qpn = qp->qp_num;
+    across.dgid.raw[0] = 0xfe;
+    across.dgid.raw[1] = 0x80;
+    across.dgid.raw[15] = 0x01;
+    ASSERT_EQ(QpToRtr(qp, across), 0);
     ASSERT_EQ(ToRts(qp), 0);
+    ibv_qp* lo = CreateRcQp(a);  // connected to itself: loopback
+    ASSERT_NE(lo, nullptr);
+    ASSERT_EQ(ToInit(lo), 0);
+    ASSERT_EQ(ToRtr(lo, lo->qp_num), 0);
+    ASSERT_EQ(ToRts(lo), 0);
     std::vector<char> buf(4096);
     ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
     ASSERT_NE(mr, nullptr);
@@ -2624,12 +2636,30 @@ TEST_F(VerbsLinkLoss, LinkLossMakesConnectedQpsFatal) {
     ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);
     EXPECT_NE(p.state, IBV_PORT_ACTIVE);
 
+    // the loopback QP: still RTS, and a SEND to itself lands, link down
+    EXPECT_EQ(State(lo), IBV_QPS_RTS);
+    wr.wr_id = 8;
+    sge.addr += 64;
+    ASSERT_EQ(ibv_post_recv(lo, &wr, &bad), 0);
+    Wr send;
+    send.wr_id = 9;
+    send.sge = {ibv_sge{reinterpret_cast<uintptr_t>(buf.data()) + 128, 64, mr->lkey}};
+    ASSERT_EQ(Post(lo, send), 0);
+    std::vector<ibv_wc> got = PollCq(cq_, 1);
+    ASSERT_EQ(got.size(), 1u) << "loopback SEND with the link down";
+    EXPECT_EQ(got[0].status, IBV_WC_SUCCESS) << WcStr(got[0]);
+    got = PollCq(rcq, 1);
+    ASSERT_EQ(got.size(), 1u) << "loopback receive with the link down";
+    EXPECT_EQ(got[0].wr_id, 8u);
+    EXPECT_EQ(got[0].status, IBV_WC_SUCCESS) << WcStr(got[0]);
+
     ASSERT_EQ(std::system(up), 0) << up;
     EXPECT_TRUE(WaitAsyncEvent(ctx_, IBV_EVENT_PORT_ACTIVE, 15000));
     ASSERT_EQ(ibv_query_port(ctx_, 1, &p), 0);
     EXPECT_EQ(p.state, IBV_PORT_ACTIVE);
 
     EXPECT_EQ(DestroyQp(qp), 0);
+    EXPECT_EQ(DestroyQp(lo), 0);
     EXPECT_EQ(ibv_dereg_mr(mr), 0);
     EXPECT_EQ(ibv_destroy_cq(rcq), 0);
 }
