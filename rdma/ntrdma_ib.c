@@ -405,6 +405,7 @@ static const struct ib_device_ops ntrdma_ib_ops = {
 	.query_qp = ntrdma_query_qp,
 	.query_srq = ntrdma_query_srq,
 	.reg_user_mr = ntrdma_reg_user_mr,
+	.rereg_user_mr = ntrdma_rereg_user_mr,
 	.req_notify_cq = ntrdma_req_notify_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_cq, ntrdma_cq, ibcq),

@@ -517,6 +517,9 @@ struct ib_mr *ntrdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 			      u32 max_num_sg);
 int ntrdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 		     unsigned int *sg_offset);
+struct ib_mr *ntrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				   u64 length, u64 iova, int access,
+				   struct ib_pd *pd, struct ib_udata *udata);
 int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
 struct ntrdma_mr *ntrdma_mr_get(struct ntrdma_ib *nib, u32 key,
 				struct ib_pd *pd, int access);

@@ -484,6 +484,42 @@ struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	return &mr->ibmr;
 }
 
+/**
+ * ntrdma_rereg_user_mr() - ibv_rereg_mr(): a new MR in the old one's place
+ * @ibmr: the user MR
+ * @flags: IB_MR_REREG_TRANS, _PD, _ACCESS: what changes
+ * @start: new user address (TRANS)
+ * @length: new length (TRANS)
+ * @iova: new I/O virtual address (TRANS)
+ * @access: new access flags (ACCESS)
+ * @pd: the PD, new or the MR's own
+ * @udata: the user's call
+ *
+ * Every change gives a new registration with new keys, checked and pinned
+ * as ibv_reg_mr() does; the RDMA core then puts it in the old one's place
+ * and deregisters the old one, which revokes its export and waits for its
+ * users as dereg does. The old keys name nothing afterwards.
+ *
+ * Return: the new MR, or an ERR_PTR (the old MR is untouched).
+ */
+struct ib_mr *ntrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				   u64 length, u64 iova, int access,
+				   struct ib_pd *pd, struct ib_udata *udata)
+{
+	struct ntrdma_mr *mr = to_nmr(ibmr);
+
+	if (mr->kind != NTRDMA_MR_USER)
+		return ERR_PTR(-EINVAL);
+	if (!(flags & IB_MR_REREG_TRANS)) {
+		start = mr->umem->address;
+		length = mr->umem->length;
+		iova = mr->iova;
+	}
+	if (!(flags & IB_MR_REREG_ACCESS))
+		access = mr->access;
+	return ntrdma_reg_user_mr(pd, start, length, iova, access, udata);
+}
+
 struct ib_mr *ntrdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 			      u32 max_num_sg)
 {

@@ -14,85 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "ntrdma_private_abi34.h"
-#include "../ntrdma_abi.h"
-
-#define NTR_CMD(name, kcmd, drv)                                               \
-	struct name {                                                          \
-		struct kcmd ibv_cmd;                                           \
-		drv;                                                           \
-	}
-
-struct ntr_device {
-	struct verbs_device vdev;
-};
-
-struct ntr_context {
-	struct verbs_context vctx;
-	struct ntrdma_alloc_ucontext_resp caps;
-};
-
-struct ntr_ring {
-	void *buf;
-	size_t size;
-	uint32_t entries;
-	uint32_t stride;
-};
-
-struct ntr_cq {
-	struct ibv_cq ibcq;
-	struct ntr_ring ring;
-	pthread_spinlock_t lock;
-};
-
-struct ntr_srq {
-	struct ibv_srq ibsrq;
-	struct ntr_ring ring;
-	pthread_spinlock_t lock;
-	uint32_t max_sge;
-};
-
-struct ntr_qp {
-	struct ibv_qp ibqp;
-	struct ntr_ring sq;
-	struct ntr_ring rq;
-	pthread_spinlock_t sq_lock;
-	pthread_spinlock_t rq_lock;
-	uint32_t max_send_sge;
-	uint32_t max_recv_sge;
-	uint32_t max_inline;
-};
-
-static inline struct ntr_context *to_ctx(struct ibv_context *ibctx)
-{
-	return container_of(ibctx, struct ntr_context, vctx.context);
-}
-
-static inline struct ntr_cq *to_cq(struct ibv_cq *ibcq)
-{
-	return container_of(ibcq, struct ntr_cq, ibcq);
-}
-
-static inline struct ntr_srq *to_srq(struct ibv_srq *ibsrq)
-{
-	return container_of(ibsrq, struct ntr_srq, ibsrq);
-}
-
-static inline struct ntr_qp *to_qp(struct ibv_qp *ibqp)
-{
-	return container_of(ibqp, struct ntr_qp, ibqp);
-}
-
-static inline struct ntrdma_ring_ctl *ring_ctl(struct ntr_ring *r)
-{
-	return r->buf;
-}
-
-static inline void *ring_slot(struct ntr_ring *r, uint32_t idx)
-{
-	return (char *)r->buf + NTRDMA_RING_CTL_SIZE +
-	       (size_t)(idx & (r->entries - 1)) * r->stride;
-}
+#include "ntrdma.h"
 
 static int ring_map(struct ntr_ring *r, struct ibv_context *ctx,
 		    uint64_t offset, uint64_t size, uint32_t entries,
@@ -194,6 +116,18 @@ static struct ibv_mr *ntr_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 	return &vmr->ibv_mr;
 }
 
+/* The kernel registers anew (new keys) and drops the old registration. */
+static int ntr_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+			void *addr, size_t length, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd;
+
+	return ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr,
+				access, pd, &cmd, sizeof(cmd), &resp,
+				sizeof(resp));
+}
+
 static int ntr_dereg_mr(struct verbs_mr *vmr)
 {
 	int rc = ibv_cmd_dereg_mr(vmr);
@@ -208,9 +142,17 @@ static int ntr_dereg_mr(struct verbs_mr *vmr)
 NTR_CMD(ntr_create_cq_resp, ib_uverbs_create_cq_resp,
 	struct ntrdma_create_cq_resp drv);
 
-static struct ibv_cq *ntr_create_cq(struct ibv_context *context, int cqe,
-				    struct ibv_comp_channel *channel,
-				    int comp_vector)
+/**
+ * ntr_cq_create() - a CQ and its mapped ring
+ * @context: the device context
+ * @cqe: entries wanted
+ * @channel: completion channel, or NULL
+ * @comp_vector: completion vector
+ *
+ * Return: the CQ, or NULL with errno set.
+ */
+struct ntr_cq *ntr_cq_create(struct ibv_context *context, int cqe,
+			     struct ibv_comp_channel *channel, int comp_vector)
 {
 	struct ntr_create_cq_resp resp = {};
 	struct ibv_create_cq cmd;
@@ -221,7 +163,7 @@ static struct ibv_cq *ntr_create_cq(struct ibv_context *context, int cqe,
 	if (!cq)
 		return NULL;
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
-	rc = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->ibcq,
+	rc = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->vcq.cq,
 			       &cmd, sizeof(cmd), &resp.ibv_cmd, sizeof(resp));
 	if (rc)
 		goto err_free;
@@ -230,15 +172,24 @@ static struct ibv_cq *ntr_create_cq(struct ibv_context *context, int cqe,
 		      sizeof(struct ntrdma_cqe));
 	if (rc)
 		goto err_destroy;
-	return &cq->ibcq;
+	return cq;
 
 err_destroy:
-	ibv_cmd_destroy_cq(&cq->ibcq);
+	ibv_cmd_destroy_cq(&cq->vcq.cq);
 err_free:
 	pthread_spin_destroy(&cq->lock);
 	free(cq);
 	errno = rc;
 	return NULL;
+}
+
+static struct ibv_cq *ntr_create_cq(struct ibv_context *context, int cqe,
+				    struct ibv_comp_channel *channel,
+				    int comp_vector)
+{
+	struct ntr_cq *cq = ntr_cq_create(context, cqe, channel, comp_vector);
+
+	return cq ? &cq->vcq.cq : NULL;
 }
 
 static int ntr_destroy_cq(struct ibv_cq *ibcq)
@@ -302,6 +253,47 @@ static int ntr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 NTR_CMD(ntr_create_qp_resp, ib_uverbs_create_qp_resp,
 	struct ntrdma_create_qp_resp drv);
 
+/* The rings of a QP the kernel created (its answer @r); granted @cap. */
+static int ntr_qp_map(struct ntr_qp *qp, struct ibv_context *ctx,
+		      const struct ntrdma_create_qp_resp *r,
+		      const struct ibv_qp_cap *cap)
+{
+	int rc;
+
+	rc = ring_map(&qp->sq, ctx, r->sq_offset, r->sq_size, r->sq_entries,
+		      sizeof(struct ntrdma_send_wqe));
+	if (rc)
+		return rc;
+	rc = ring_map(&qp->rq, ctx, r->rq_offset, r->rq_size, r->rq_entries,
+		      sizeof(struct ntrdma_recv_wqe));
+	if (rc) {
+		ring_unmap(&qp->sq);
+		return rc;
+	}
+	qp->max_send_sge = cap->max_send_sge;
+	qp->max_recv_sge = cap->max_recv_sge;
+	qp->max_inline = cap->max_inline_data;
+	return 0;
+}
+
+static struct ntr_qp *ntr_qp_alloc(void)
+{
+	struct ntr_qp *qp = calloc(1, sizeof(*qp));
+
+	if (!qp)
+		return NULL;
+	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+	return qp;
+}
+
+static void ntr_qp_free(struct ntr_qp *qp)
+{
+	pthread_spin_destroy(&qp->sq_lock);
+	pthread_spin_destroy(&qp->rq_lock);
+	free(qp);
+}
+
 static struct ibv_qp *ntr_create_qp(struct ibv_pd *pd,
 				    struct ibv_qp_init_attr *attr)
 {
@@ -310,39 +302,66 @@ static struct ibv_qp *ntr_create_qp(struct ibv_pd *pd,
 	struct ntr_qp *qp;
 	int rc;
 
-	qp = calloc(1, sizeof(*qp));
+	qp = ntr_qp_alloc();
 	if (!qp)
 		return NULL;
-	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
-	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
-	rc = ibv_cmd_create_qp(pd, &qp->ibqp, attr, &cmd, sizeof(cmd),
+	rc = ibv_cmd_create_qp(pd, &qp->vqp.qp, attr, &cmd, sizeof(cmd),
 			       &resp.ibv_cmd, sizeof(resp));
 	if (rc)
 		goto err_free;
-	rc = ring_map(&qp->sq, pd->context, resp.drv.sq_offset,
-		      resp.drv.sq_size, resp.drv.sq_entries,
-		      sizeof(struct ntrdma_send_wqe));
-	if (rc)
-		goto err_destroy;
-	rc = ring_map(&qp->rq, pd->context, resp.drv.rq_offset,
-		      resp.drv.rq_size, resp.drv.rq_entries,
-		      sizeof(struct ntrdma_recv_wqe));
-	if (rc)
-		goto err_unmap;
 	/* ibv_cmd_create_qp wrote the granted capabilities into attr. */
-	qp->max_send_sge = attr->cap.max_send_sge;
-	qp->max_recv_sge = attr->cap.max_recv_sge;
-	qp->max_inline = attr->cap.max_inline_data;
-	return &qp->ibqp;
+	rc = ntr_qp_map(qp, pd->context, &resp.drv, &attr->cap);
+	if (rc) {
+		ibv_cmd_destroy_qp(&qp->vqp.qp);
+		goto err_free;
+	}
+	return &qp->vqp.qp;
 
-err_unmap:
-	ring_unmap(&qp->sq);
-err_destroy:
-	ibv_cmd_destroy_qp(&qp->ibqp);
 err_free:
-	pthread_spin_destroy(&qp->sq_lock);
-	pthread_spin_destroy(&qp->rq_lock);
-	free(qp);
+	ntr_qp_free(qp);
+	errno = rc;
+	return NULL;
+}
+
+/*
+ * ibv_create_qp_ex(): with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS the QP carries
+ * the work request API (ibv_qp_ex, ntrdma_wr.c) for the operations
+ * NTR_WR_OPS names; anything else the device does not do: EOPNOTSUPP.
+ */
+static struct ibv_qp *ntr_create_qp_ex(struct ibv_context *context,
+				       struct ibv_qp_init_attr_ex *attr)
+{
+	const uint32_t known = IBV_QP_INIT_ATTR_PD |
+			       IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	bool wr_api = attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	struct ntr_create_qp_resp resp = {};
+	struct ibv_create_qp cmd;
+	struct ntr_qp *qp;
+	int rc = EOPNOTSUPP;
+
+	if ((attr->comp_mask & ~known) ||
+	    (wr_api && (attr->send_ops_flags & ~(uint64_t)NTR_WR_OPS)))
+		goto err;
+	rc = ENOMEM;
+	qp = ntr_qp_alloc();
+	if (!qp)
+		goto err;
+	rc = ibv_cmd_create_qp_ex(context, &qp->vqp, attr, &cmd, sizeof(cmd),
+				  &resp.ibv_cmd, sizeof(resp));
+	if (!rc)
+		rc = ntr_qp_map(qp, context, &resp.drv, &attr->cap);
+	if (rc) {
+		if (qp->vqp.qp.context)
+			ibv_cmd_destroy_qp(&qp->vqp.qp);
+		ntr_qp_free(qp);
+		goto err;
+	}
+	if (wr_api) {
+		qp->vqp.comp_mask |= VERBS_QP_EX;
+		ntr_wr_init(qp);
+	}
+	return &qp->vqp.qp;
+err:
 	errno = rc;
 	return NULL;
 }
@@ -374,9 +393,7 @@ static int ntr_destroy_qp(struct ibv_qp *ibqp)
 		return rc;
 	ring_unmap(&qp->sq);
 	ring_unmap(&qp->rq);
-	pthread_spin_destroy(&qp->sq_lock);
-	pthread_spin_destroy(&qp->rq_lock);
-	free(qp);
+	ntr_qp_free(qp);
 	return 0;
 }
 
@@ -496,6 +513,40 @@ static int ntr_build_send_wqe(struct ntr_qp *qp, struct ntrdma_send_wqe *wqe,
 	return 0;
 }
 
+/**
+ * ntr_sq_publish() - hand the WQEs [@start, @prod) to the kernel
+ * @qp: the QP (sq_lock held)
+ * @start: the producer index before them
+ * @prod: after them
+ *
+ * One system call as the doorbell, only when needed (ntrdma_abi.h).
+ *
+ * Return: 0, or the doorbell's error (then nothing was consumed and the
+ * producer index is back at @start).
+ */
+int ntr_sq_publish(struct ntr_qp *qp, uint32_t start, uint32_t prod)
+{
+	struct ntrdma_ring_ctl *ctl = ring_ctl(&qp->sq);
+	struct ibv_send_wr *dummy;
+	int db;
+
+	if (prod == start)
+		return 0;
+	__atomic_store_n(&ctl->prod, prod, __ATOMIC_RELEASE);
+	/*
+	 * While an earlier WQE is outstanding the kernel looks at prod again
+	 * when it completes: no system call.
+	 */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&ctl->cons, __ATOMIC_ACQUIRE) != start &&
+	    __atomic_load_n(&ctl->arm, __ATOMIC_ACQUIRE) != NTRDMA_RING_FLUSH)
+		return 0;
+	db = ibv_cmd_post_send(&qp->vqp.qp, NULL, &dummy);
+	if (db)	/* refused (QP not ready to send): nothing consumed */
+		__atomic_store_n(&ctl->prod, start, __ATOMIC_RELEASE);
+	return db;
+}
+
 /*
  * Write the WQEs into the mapped SQ, then one system call as the doorbell.
  * The kernel copies and checks every WQE before using it.
@@ -505,7 +556,7 @@ static int ntr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 {
 	struct ntr_qp *qp = to_qp(ibqp);
 	struct ntrdma_ring_ctl *ctl = ring_ctl(&qp->sq);
-	struct ibv_send_wr *first = wr, *dummy;
+	struct ibv_send_wr *first = wr;
 	uint32_t start, prod;
 	int rc = 0, db;
 
@@ -522,25 +573,10 @@ static int ntr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			break;
 		prod++;
 	}
-	if (prod != start) {
-		__atomic_store_n(&ctl->prod, prod, __ATOMIC_RELEASE);
-		/*
-		 * While an earlier WQE is outstanding the kernel looks at prod
-		 * again when it completes: no system call (ntrdma_abi.h).
-		 */
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&ctl->cons, __ATOMIC_ACQUIRE) != start &&
-		    __atomic_load_n(&ctl->arm, __ATOMIC_ACQUIRE) !=
-		    NTRDMA_RING_FLUSH)
-			db = 0;
-		else
-			db = ibv_cmd_post_send(ibqp, NULL, &dummy);
-		if (db) {
-			/* Refused (QP not ready to send): nothing consumed. */
-			__atomic_store_n(&ctl->prod, start, __ATOMIC_RELEASE);
-			rc = db;
-			wr = first;
-		}
+	db = ntr_sq_publish(qp, start, prod);
+	if (db) {
+		rc = db;
+		wr = first;
 	}
 	pthread_spin_unlock(&qp->sq_lock);
 	if (rc)
@@ -630,7 +666,9 @@ static void ntr_free_context(struct ibv_context *ibctx);
 static const struct verbs_context_ops ntr_ctx_ops = {
 	.alloc_pd = ntr_alloc_pd,
 	.create_cq = ntr_create_cq,
+	.create_cq_ex = ntr_create_cq_ex,
 	.create_qp = ntr_create_qp,
+	.create_qp_ex = ntr_create_qp_ex,
 	.create_srq = ntr_create_srq,
 	.dealloc_pd = ntr_dealloc_pd,
 	.dereg_mr = ntr_dereg_mr,
@@ -650,6 +688,7 @@ static const struct verbs_context_ops ntr_ctx_ops = {
 	.query_srq = ntr_query_srq,
 	.reg_mr = ntr_reg_mr,
 	.req_notify_cq = ntr_req_notify_cq,
+	.rereg_mr = ntr_rereg_mr,
 };
 
 NTR_CMD(ntr_get_context_resp, ib_uverbs_get_context_resp,

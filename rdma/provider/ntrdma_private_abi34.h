@@ -124,6 +124,31 @@ struct verbs_mr {
 	int access;
 };
 
+/* A QP that may carry the work request API (ibv_qp_ex). */
+enum {
+	VERBS_QP_XRCD = 1 << 0,
+	VERBS_QP_EX = 1 << 1,	/* ibv_qp_to_qp_ex() returns qp_ex */
+};
+
+struct verbs_xrcd;
+
+struct verbs_qp {
+	union {
+		struct ibv_qp qp;
+		struct ibv_qp_ex qp_ex;
+	};
+	uint32_t comp_mask;
+	struct verbs_xrcd *xrcd;
+};
+
+/* A CQ that may carry the polling API of ibv_cq_ex. */
+struct verbs_cq {
+	union {
+		struct ibv_cq cq;
+		struct ibv_cq_ex cq_ex;
+	};
+};
+
 /*
  * The context operations, in rdma-core 44's order. verbs_set_ops() copies
  * them by member, so the layout must match exactly; slots the provider
@@ -150,12 +175,14 @@ struct verbs_context_ops {
 	struct ibv_cq *(*create_cq)(struct ibv_context *context, int cqe,
 				    struct ibv_comp_channel *channel,
 				    int comp_vector);
-	ntr_unused_op create_cq_ex;
+	struct ibv_cq_ex *(*create_cq_ex)(struct ibv_context *context,
+					  struct ibv_cq_init_attr_ex *attr);
 	ntr_unused_op create_flow;
 	ntr_unused_op create_flow_action_esp;
 	struct ibv_qp *(*create_qp)(struct ibv_pd *pd,
 				    struct ibv_qp_init_attr *attr);
-	ntr_unused_op create_qp_ex;
+	struct ibv_qp *(*create_qp_ex)(struct ibv_context *context,
+				       struct ibv_qp_init_attr_ex *attr);
 	ntr_unused_op create_rwq_ind_table;
 	struct ibv_srq *(*create_srq)(struct ibv_pd *pd,
 				      struct ibv_srq_init_attr *attr);
@@ -217,7 +244,8 @@ struct verbs_context_ops {
 	struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t length,
 				 uint64_t hca_va, int access);
 	int (*req_notify_cq)(struct ibv_cq *cq, int solicited_only);
-	ntr_unused_op rereg_mr;
+	int (*rereg_mr)(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+			void *addr, size_t length, int access);
 	ntr_unused_op resize_cq;
 	ntr_unused_op set_ece;
 	ntr_unused_op unimport_dm;
@@ -240,6 +268,7 @@ NTR_DECLARE_CMD(ibv_get_context, ib_uverbs_get_context);
 NTR_DECLARE_CMD(ibv_query_port, ib_uverbs_query_port);
 NTR_DECLARE_CMD(ibv_alloc_pd, ib_uverbs_alloc_pd);
 NTR_DECLARE_CMD(ibv_reg_mr, ib_uverbs_reg_mr);
+NTR_DECLARE_CMD(ibv_rereg_mr, ib_uverbs_rereg_mr);
 NTR_DECLARE_CMD(ibv_create_cq, ib_uverbs_create_cq);
 NTR_DECLARE_CMD(ibv_create_qp, ib_uverbs_create_qp);
 NTR_DECLARE_CMD(ibv_modify_qp, ib_uverbs_modify_qp);
@@ -280,6 +309,11 @@ int ibv_cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 		   uint64_t hca_va, int access, struct verbs_mr *vmr,
 		   struct ibv_reg_mr *cmd, size_t cmd_size,
 		   struct ib_uverbs_reg_mr_resp *resp, size_t resp_size);
+int ibv_cmd_rereg_mr(struct verbs_mr *vmr, uint32_t flags, void *addr,
+		     size_t length, uint64_t hca_va, int access,
+		     struct ibv_pd *pd, struct ibv_rereg_mr *cmd,
+		     size_t cmd_sz, struct ib_uverbs_rereg_mr_resp *resp,
+		     size_t resp_sz);
 int ibv_cmd_dereg_mr(struct verbs_mr *vmr);
 int ibv_cmd_create_cq(struct ibv_context *context, int cqe,
 		      struct ibv_comp_channel *channel, int comp_vector,
@@ -291,6 +325,11 @@ int ibv_cmd_create_qp(struct ibv_pd *pd, struct ibv_qp *qp,
 		      struct ibv_qp_init_attr *attr, struct ibv_create_qp *cmd,
 		      size_t cmd_size, struct ib_uverbs_create_qp_resp *resp,
 		      size_t resp_size);
+int ibv_cmd_create_qp_ex(struct ibv_context *context, struct verbs_qp *qp,
+			 struct ibv_qp_init_attr_ex *attr_ex,
+			 struct ibv_create_qp *cmd, size_t cmd_size,
+			 struct ib_uverbs_create_qp_resp *resp,
+			 size_t resp_size);
 int ibv_cmd_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *qp_attr,
 		     int attr_mask, struct ibv_qp_init_attr *qp_init_attr,
 		     struct ibv_query_qp *cmd, size_t cmd_size);

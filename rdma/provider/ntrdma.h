@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * libntrdma: the provider's objects and what its files share (ntrdma.c:
+ * the verbs; ntrdma_wr.c: the work request API of ibv_qp_ex).
+ */
+#ifndef NTRDMA_PROVIDER_H
+#define NTRDMA_PROVIDER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "ntrdma_private_abi34.h"
+#include "../ntrdma_abi.h"
+
+#define NTR_CMD(name, kcmd, drv)                                               \
+	struct name {                                                          \
+		struct kcmd ibv_cmd;                                           \
+		drv;                                                           \
+	}
+
+struct ntr_device {
+	struct verbs_device vdev;
+};
+
+struct ntr_context {
+	struct verbs_context vctx;
+	struct ntrdma_alloc_ucontext_resp caps;
+};
+
+struct ntr_ring {
+	void *buf;
+	size_t size;
+	uint32_t entries;
+	uint32_t stride;
+};
+
+struct ntr_cq {
+	struct verbs_cq vcq;		/* vcq.cq; vcq.cq_ex when made _ex */
+	struct ntr_ring ring;
+	pthread_spinlock_t lock;
+	/* ibv_cq_ex polling (ntrdma_cq_ex.c), under lock */
+	uint32_t ex_cons;
+	const struct ntrdma_cqe *ex_cur;
+};
+
+struct ntr_srq {
+	struct ibv_srq ibsrq;
+	struct ntr_ring ring;
+	pthread_spinlock_t lock;
+	uint32_t max_sge;
+};
+
+/* A work request being built through ibv_qp_ex (ntrdma_wr.c). */
+struct ntr_wr_state {
+	uint32_t start;			/* prod when ibv_wr_start() ran */
+	uint32_t prod;			/* next free slot */
+	struct ntrdma_send_wqe *cur;	/* the WQE the setters fill */
+	int err;			/* first error: wr_complete says it */
+};
+
+struct ntr_qp {
+	struct verbs_qp vqp;		/* vqp.qp; vqp.qp_ex with the WR API */
+	struct ntr_ring sq;
+	struct ntr_ring rq;
+	pthread_spinlock_t sq_lock;
+	pthread_spinlock_t rq_lock;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+	uint32_t max_inline;
+	struct ntr_wr_state wr;		/* under sq_lock */
+};
+
+static inline struct ntr_context *to_ctx(struct ibv_context *ibctx)
+{
+	return container_of(ibctx, struct ntr_context, vctx.context);
+}
+
+static inline struct ntr_cq *to_cq(struct ibv_cq *ibcq)
+{
+	return container_of(ibcq, struct ntr_cq, vcq.cq);
+}
+
+static inline struct ntr_srq *to_srq(struct ibv_srq *ibsrq)
+{
+	return container_of(ibsrq, struct ntr_srq, ibsrq);
+}
+
+static inline struct ntr_qp *to_qp(struct ibv_qp *ibqp)
+{
+	return container_of(ibqp, struct ntr_qp, vqp.qp);
+}
+
+static inline struct ntrdma_ring_ctl *ring_ctl(struct ntr_ring *r)
+{
+	return r->buf;
+}
+
+static inline void *ring_slot(struct ntr_ring *r, uint32_t idx)
+{
+	return (char *)r->buf + NTRDMA_RING_CTL_SIZE +
+	       (size_t)(idx & (r->entries - 1)) * r->stride;
+}
+
+/* ntrdma.c */
+int ntr_sq_publish(struct ntr_qp *qp, uint32_t start, uint32_t prod);
+
+/* ntrdma.c */
+struct ntr_cq *ntr_cq_create(struct ibv_context *context, int cqe,
+			     struct ibv_comp_channel *channel, int comp_vector);
+
+/* ntrdma_cq_ex.c */
+struct ibv_cq_ex *ntr_create_cq_ex(struct ibv_context *context,
+				   struct ibv_cq_init_attr_ex *attr);
+
+/* ntrdma_wr.c */
+#define NTR_WR_OPS                                                             \
+	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |       \
+	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |                   \
+	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |         \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+void ntr_wr_init(struct ntr_qp *qp);
+
+#endif /* NTRDMA_PROVIDER_H */
