@@ -156,6 +156,40 @@ static void ntrdma_mr_reap(struct work_struct *work)
 		wake_up_var(&r->orphans);
 }
 
+/* A new MR object of @kind in @pd under @key (index << 8 | tag). */
+static struct ntrdma_mr *ntrdma_mr_alloc(struct ntrdma_ib *nib,
+					 struct ib_pd *pd,
+					 enum ntrdma_mr_kind kind, int access,
+					 u32 key)
+{
+	struct ntrdma_mr *mr;
+	int rc;
+
+	rc = ntrdma_check_access(access);
+	if (rc)
+		return ERR_PTR(rc);
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->kind = kind;
+	mr->index = key >> 8;
+	mr->access = access & NTRDMA_ACCESS_SUPPORTED;
+	/* Set before publishing (the core sets them again on return). */
+	mr->ibmr.device = pd->device;
+	mr->ibmr.pd = pd;
+	mr->ibmr.lkey = key;
+	mr->ibmr.rkey = key;
+	mr->key = key;
+	/* A fast-reg MR is usable only once a REG_MR work request ran. */
+	mr->valid = kind != NTRDMA_MR_FRMR;
+	refcount_set(&mr->refs, 1);
+	init_completion(&mr->released);
+	spin_lock_init(&mr->orphan_lock);
+	mr->reaper = nib->mr_reaper;
+	INIT_WORK(&mr->reap_work, ntrdma_mr_reap);
+	return mr;
+}
+
 static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
 				       struct ib_pd *pd,
 				       enum ntrdma_mr_kind kind, int access)
@@ -168,37 +202,18 @@ static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
 	rc = ntrdma_check_access(access);
 	if (rc)
 		return ERR_PTR(rc);
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
-	if (!mr)
-		return ERR_PTR(-ENOMEM);
 	/* Reserve an index; the MR is published once it is complete. */
 	rc = xa_alloc_irq(&nib->mr_xa, &index, NULL,
 			  XA_LIMIT(1, NTRDMA_MAX_MR), GFP_KERNEL);
-	if (rc) {
-		kfree(mr);
+	if (rc)
 		return ERR_PTR(rc == -EBUSY ? -ENOMEM : rc);
-	}
 	do {
 		tag = get_random_u32() & 0xff;
 	} while (!tag || tag == nib->mr_tag[index]);
 	nib->mr_tag[index] = tag;
-
-	mr->kind = kind;
-	mr->index = index;
-	mr->access = access & NTRDMA_ACCESS_SUPPORTED;
-	/* Set before publishing (the core sets them again on return). */
-	mr->ibmr.device = pd->device;
-	mr->ibmr.pd = pd;
-	mr->ibmr.lkey = index << 8 | tag;
-	mr->ibmr.rkey = mr->ibmr.lkey;
-	mr->key = mr->ibmr.lkey;
-	/* A fast-reg MR is usable only once a REG_MR work request ran. */
-	mr->valid = kind != NTRDMA_MR_FRMR;
-	refcount_set(&mr->refs, 1);
-	init_completion(&mr->released);
-	spin_lock_init(&mr->orphan_lock);
-	mr->reaper = nib->mr_reaper;
-	INIT_WORK(&mr->reap_work, ntrdma_mr_reap);
+	mr = ntrdma_mr_alloc(nib, pd, kind, access, index << 8 | tag);
+	if (IS_ERR(mr))
+		xa_erase_irq(&nib->mr_xa, index);
 	return mr;
 }
 
@@ -446,38 +461,60 @@ int ntrdma_rsge_scatter(const struct ntrdma_rsge *sg, u32 nsg, u32 off,
 	return len ? -EFAULT : 0;
 }
 
-struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
-				 u64 iova, int access, struct ib_udata *udata)
+/* The user range of a registration: checked, as reg_mr takes it. */
+static int ntrdma_user_range_ok(u64 start, u64 length, u64 iova,
+				struct ib_udata *udata)
 {
-	struct ntrdma_ib *nib = to_nib(ibpd->device);
-	struct ntrdma_mr *mr;
-	struct ib_umem *umem;
 	u64 end;
 
 	if (!udata)
-		return ERR_PTR(-EINVAL);
+		return -EINVAL;
 	if (ntrdma_check_udata_in(udata))
-		return ERR_PTR(-EOPNOTSUPP);
+		return -EOPNOTSUPP;
 	if (!length || length > NTRDMA_MAX_MR_SIZE ||
 	    check_add_overflow(start, length, &end) ||
 	    check_add_overflow(iova, length, &end))
-		return ERR_PTR(-EINVAL);
-	mr = ntrdma_mr_new(nib, ibpd, NTRDMA_MR_USER, access);
-	if (IS_ERR(mr))
-		return ERR_CAST(mr);
-	/* Pins the pages (fails for unmapped addresses). */
-	umem = ib_umem_get(ibpd->device, start, length, access);
-	if (IS_ERR(umem)) {
-		ntrdma_mr_drop(nib, mr);
-		return ERR_CAST(umem);
-	}
+		return -EINVAL;
+	return 0;
+}
+
+/* Pin the user pages of @mr (fails for unmapped addresses). */
+static int ntrdma_mr_pin(struct ntrdma_mr *mr, u64 start, u64 length,
+			 u64 iova, int access)
+{
+	struct ib_umem *umem;
+
+	umem = ib_umem_get(mr->ibmr.device, start, length, access);
+	if (IS_ERR(umem))
+		return PTR_ERR(umem);
 	mr->umem = umem;
 	mr->iova = iova;
 	mr->length = length;
 	if (ntrdma_mr_pages(mr)) {
 		ib_umem_release(umem);
+		mr->umem = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				 u64 iova, int access, struct ib_udata *udata)
+{
+	struct ntrdma_ib *nib = to_nib(ibpd->device);
+	struct ntrdma_mr *mr;
+	int rc;
+
+	rc = ntrdma_user_range_ok(start, length, iova, udata);
+	if (rc)
+		return ERR_PTR(rc);
+	mr = ntrdma_mr_new(nib, ibpd, NTRDMA_MR_USER, access);
+	if (IS_ERR(mr))
+		return ERR_CAST(mr);
+	rc = ntrdma_mr_pin(mr, start, length, iova, access);
+	if (rc) {
 		ntrdma_mr_drop(nib, mr);
-		return ERR_PTR(-ENOMEM);
+		return ERR_PTR(rc);
 	}
 	ntrdma_mr_publish(nib, mr);
 	ntrdma_export_mr(nib, mr);
@@ -495,10 +532,16 @@ struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
  * @pd: the PD, new or the MR's own
  * @udata: the user's call
  *
- * Every change gives a new registration with new keys, checked and pinned
- * as ibv_reg_mr() does; the RDMA core then puts it in the old one's place
- * and deregisters the old one, which revokes its export and waits for its
- * users as dereg does. The old keys name nothing afterwards.
+ * Every change gives a new MR object under the same keys (as HCAs keep
+ * them: users go on with the keys they exchanged), checked and pinned as
+ * ibv_reg_mr() does, that takes the old one's place in the key table at
+ * once: from then on the keys reach the new translation, PD and access
+ * only. The RDMA core then deregisters the old object, which revokes its
+ * export and waits for its users as dereg does (its erase of the key's
+ * slot finds the new MR there and leaves it). The new MR is not exported:
+ * the peer's WRITEs to it take the checked path (an export now could
+ * reach the peer before the old one's revocation, which names the same
+ * key).
  *
  * Return: the new MR, or an ERR_PTR (the old MR is untouched).
  */
@@ -506,18 +549,32 @@ struct ib_mr *ntrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 				   u64 length, u64 iova, int access,
 				   struct ib_pd *pd, struct ib_udata *udata)
 {
-	struct ntrdma_mr *mr = to_nmr(ibmr);
+	struct ntrdma_ib *nib = to_nib(ibmr->device);
+	struct ntrdma_mr *old = to_nmr(ibmr), *mr;
+	int rc;
 
-	if (mr->kind != NTRDMA_MR_USER)
+	if (old->kind != NTRDMA_MR_USER)
 		return ERR_PTR(-EINVAL);
 	if (!(flags & IB_MR_REREG_TRANS)) {
-		start = mr->umem->address;
-		length = mr->umem->length;
-		iova = mr->iova;
+		start = old->umem->address;
+		length = old->umem->length;
+		iova = old->iova;
 	}
 	if (!(flags & IB_MR_REREG_ACCESS))
-		access = mr->access;
-	return ntrdma_reg_user_mr(pd, start, length, iova, access, udata);
+		access = old->access;
+	rc = ntrdma_user_range_ok(start, length, iova, udata);
+	if (rc)
+		return ERR_PTR(rc);
+	mr = ntrdma_mr_alloc(nib, pd, NTRDMA_MR_USER, access, old->key);
+	if (IS_ERR(mr))
+		return ERR_CAST(mr);
+	rc = ntrdma_mr_pin(mr, start, length, iova, access);
+	if (rc) {
+		kfree(mr);
+		return ERR_PTR(rc);
+	}
+	ntrdma_mr_publish(nib, mr);	/* replaces the old one */
+	return &mr->ibmr;
 }
 
 struct ib_mr *ntrdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
@@ -604,7 +661,8 @@ int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	 * worth waiting: the export's reference stays until the peer
 	 * provably left the session); the transfers still using it finish.
 	 */
-	xa_erase_irq(&nib->mr_xa, mr->index);
+	/* Unless a rereg put its successor in the slot (same key). */
+	xa_cmpxchg_irq(&nib->mr_xa, mr->index, mr, NULL, GFP_KERNEL);
 	revoked = ntrdma_unexport_mr(nib, mr);
 	ntrdma_mr_put(mr);
 	if (ntrdma_mr_released(mr, revoked ? NTRDMA_DEREG_WAIT_S : 0))

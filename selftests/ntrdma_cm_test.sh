@@ -15,7 +15,7 @@
 . "$(dirname "$0")/lib/verbs.sh"
 
 T=${CM_TIMEOUT:-60}
-NTESTS=13
+NTESTS=17
 SIP=10.79.3.2
 CIP=10.79.3.1
 
@@ -219,7 +219,61 @@ for t in write_bw:65536 send_bw:4096 read_lat:2; do
 	PORT=$((PORT + 1))
 done
 
-# 10: nothing left behind: no QP, no cm_id (rdma resource)
+# 10-11: rsockets (librdmacm's socket API over RC QPs): rstream and
+# riostream (RDMA-mapped I/O) with their data verification
+for tool in rstream riostream; do
+	if run_pair "$tool" "$tool -b $SIP -p $PORT -T v -C 100 -S 65536" \
+		"$tool -s $SIP -p $PORT -T v -C 100 -S 65536"; then
+		ktap_diag "$tool: $(tail -n 2 <<<"$OUT" | xargs)"
+		ktap_pass "$tool -T v: rsockets over RC, 100 x 64 KiB verified"
+	else
+		ktap_fail "$tool -T v: rsockets over RC, 100 x 64 KiB verified"
+	fi
+	PORT=$((PORT + 1))
+done
+
+# 12: rcopy: a 4 MiB file to the other end, compared by sha256 (its server
+# never exits: stopped after the copy)
+f=/tmp/cm-rcopy.$$
+head -c 4194304 /dev/urandom >$f
+want=$(sha256sum <$f | cut -d' ' -f1)
+run_pair "rcopy" "rcopy -p $PORT" "rcopy $f $SIP:$f.copy -p $PORT" any
+rc=$?
+S "pkill -x rcopy" 2>/dev/null
+got=$(S "sha256sum <$f.copy 2>/dev/null" | cut -d' ' -f1)
+ktap_check "rcopy of 4 MiB: exit $rc, sha256 ${got:0:12} (sent ${want:0:12})" \
+	test "$rc" -eq 0 -a "$got" = "$want"
+S "rm -f $f.copy"
+rm -f $f
+PORT=$((PORT + 1))
+
+# 13: rdma_cm to an address of our own netdev connects two QPs of our own
+# device (same-device loopback): rping verified, and the peer's device
+# receives no segment of it
+# (the peer device's counter: on the peer's host, or here outside cmB)
+if is_pair; then
+	SDEV=$(peer_lib "ibdev_of $REMOTE_DEV")
+	ctr() { peer "cat /sys/class/infiniband/$SDEV/ports/1/hw_counters/rx_segments"; }
+else
+	SDEV=$(ibdev_of "$REMOTE_DEV")
+	ctr() { cat "/sys/class/infiniband/$SDEV/ports/1/hw_counters/rx_segments"; }
+fi
+before=$(ctr)
+C "(timeout $((T + 10)) rping -s -a $CIP -p $PORT -C 5 -S 512 -V >$f.lo 2>&1; echo \$? >$f.lorc) </dev/null >/dev/null 2>&1 &"
+wait_for 15 C "rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -qE ':$PORT( |\$)'"
+out=$(C "timeout $T rping -c -a $CIP -p $PORT -C 5 -S 512 -V -v" 2>&1)
+rc=$?
+wait_for 15 test -s $f.lorc
+n=$(grep -c 'ping data' <<<"$out")
+sleep 0.1
+after=$(ctr)
+ktap_diag "loopback rping: client exit $rc, server exit $(cat $f.lorc 2>/dev/null), $n round trips; peer rx_segments $before -> $after"
+ktap_check "rping to our own address: a same-device connection, 5 verified round trips, nothing across the NTB" \
+	test "$rc" -eq 0 -a "$n" -eq 5 -a -n "$before" -a "$before" = "$after"
+rm -f $f.lo $f.lorc
+PORT=$((PORT + 1))
+
+# 14: nothing left behind: no QP, no cm_id (rdma resource)
 sleep 1
 left=$(rdma resource show qp 2>/dev/null | grep -c "$CDEV")
 cm=$(rdma resource show cm_id 2>/dev/null | grep -c "$CDEV")
@@ -246,7 +300,7 @@ stream_then() {
 	rm -f $f.cli
 }
 
-# 11: the peer's driver goes away during an rdma_cm stream
+# 15: the peer's driver goes away during an rdma_cm stream
 if is_pair; then
 	stream_then 'peer "modprobe -r ntrdma"'
 else
@@ -256,7 +310,7 @@ ktap_check "peer driver gone during ib_write_bw -R: stream failed (exit $STREAM_
 	test "$STREAM_RC" != 0 -a "$STREAM_RC" != 124 -a "$STREAM_S" -lt 30
 S "pkill -f ib_write_bw" 2>/dev/null
 
-# 12: it comes back: rping connects again
+# 16: it comes back: rping connects again
 if is_pair; then peer "modprobe ntrdma"; else echo "$REMOTE_DEV" > $NTB_DRV/bind; fi
 ends_up || ktap_diag "no ping to $SIP after the peer returned"
 wait_for 15 port_is "$CDEV" PORT_ACTIVE
@@ -269,7 +323,7 @@ else
 fi
 PORT=$((PORT + 1))
 
-# 13: our own driver unloaded during an rdma_cm stream
+# 17: our own driver unloaded during an rdma_cm stream
 UNLOAD_RC=
 stream_then 'timeout 60 modprobe -r ntrdma; UNLOAD_RC=$?'
 ktap_check "driver unloaded during ib_write_bw -R: modprobe -r exit ${UNLOAD_RC:-?}, stream exit $STREAM_RC after $STREAM_S s" \

@@ -375,13 +375,49 @@ static int ntr_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 				sizeof(cmd));
 }
 
+/*
+ * Remove the completions of QP @qpn that @ibcq still holds unpolled (the
+ * QP went to RESET, as HCAs do): the entries of other QPs move up towards
+ * the producer, in order, and the consumer index passes the gap. Only
+ * [cons, prod) is touched, all of it ours; the kernel appends beyond.
+ */
+static void ntr_cq_clean(struct ibv_cq *ibcq, uint32_t qpn)
+{
+	struct ntr_cq *cq = to_cq(ibcq);
+	struct ntrdma_ring_ctl *ctl = ring_ctl(&cq->ring);
+	struct ntrdma_cqe *e;
+	uint32_t prod, cons, i, dst;
+
+	pthread_spin_lock(&cq->lock);
+	prod = __atomic_load_n(&ctl->prod, __ATOMIC_ACQUIRE);
+	cons = ctl->cons;
+	if (prod - cons <= cq->ring.entries) {
+		for (i = prod, dst = prod; i != cons;) {
+			e = ring_slot(&cq->ring, --i);
+			if (e->qp_num == qpn)
+				continue;
+			if (--dst != i)
+				memcpy(ring_slot(&cq->ring, dst), e, sizeof(*e));
+		}
+		__atomic_store_n(&ctl->cons, dst, __ATOMIC_RELEASE);
+	}
+	pthread_spin_unlock(&cq->lock);
+}
+
 static int ntr_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 			 int attr_mask)
 {
 	struct ibv_modify_qp cmd = {};
+	int rc;
 
 	/* The kernel resets both rings' indexes on the way to RESET. */
-	return ibv_cmd_modify_qp(qp, attr, attr_mask, &cmd, sizeof(cmd));
+	rc = ibv_cmd_modify_qp(qp, attr, attr_mask, &cmd, sizeof(cmd));
+	if (!rc && (attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+		ntr_cq_clean(qp->send_cq, qp->qp_num);
+		if (qp->recv_cq && qp->recv_cq != qp->send_cq)
+			ntr_cq_clean(qp->recv_cq, qp->qp_num);
+	}
+	return rc;
 }
 
 static int ntr_destroy_qp(struct ibv_qp *ibqp)

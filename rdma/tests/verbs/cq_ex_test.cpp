@@ -11,13 +11,8 @@
 namespace ntv {
 namespace {
 
-class CqEx : public DataPath {
+class CqEx : public SameDevice {
   protected:
-    void SetUp() override {
-        ASSERT_NO_FATAL_FAILURE(Open(DeviceName(), &a_));
-        ASSERT_NO_FATAL_FAILURE(Open(DeviceName(), &b_));
-    }
-
     // An extended CQ of b_, the receiving end (TearDown destroys it
     // after the QPs).
     ibv_cq_ex* CreateCqEx(uint64_t wc_flags) {

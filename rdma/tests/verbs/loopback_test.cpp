@@ -14,11 +14,10 @@
 namespace ntv {
 namespace {
 
-class Loopback : public DataPath {
+class Loopback : public SameDevice {
   protected:
     void SetUp() override {
-        ASSERT_NO_FATAL_FAILURE(Open(DeviceName(), &a_));
-        ASSERT_NO_FATAL_FAILURE(Open(DeviceName(), &b_));
+        SameDevice::SetUp();
         ASSERT_EQ(std::memcmp(&a_.gid, &b_.gid, sizeof(a_.gid)), 0);
     }
 

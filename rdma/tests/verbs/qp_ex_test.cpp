@@ -19,13 +19,8 @@ constexpr uint64_t kWrOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRIT
                             IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
                             IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
 
-class QpEx : public DataPath {
+class QpEx : public SameDevice {
   protected:
-    void SetUp() override {
-        ASSERT_NO_FATAL_FAILURE(Open(DeviceName(), &a_));
-        ASSERT_NO_FATAL_FAILURE(Open(DeviceName(), &b_));
-    }
-
     // An RC QP of a_ with the WR API for @ops; nullptr and errno if refused.
     ibv_qp* CreateQpEx(uint64_t ops, uint32_t sge = 2, uint32_t inline_data = 64) {
         ibv_qp_init_attr_ex a{};

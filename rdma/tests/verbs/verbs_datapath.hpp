@@ -272,6 +272,17 @@ class DataPath : public ::testing::Test {
     std::vector<ibv_pd*> pds_;
 };
 
+// Both ends on NTRDMA_IBDEV, as two contexts (as two processes would hold
+// them): their QPs, connected with Connect(), name our own GID, so they
+// are same-device loopback QPs. Runs in both topologies.
+class SameDevice : public DataPath {
+  protected:
+    void SetUp() override {
+        ASSERT_NO_FATAL_FAILURE(Open(DeviceName(), &a_));
+        ASSERT_NO_FATAL_FAILURE(Open(DeviceName(), &b_));
+    }
+};
+
 // The start addresses of this process's mappings of a uverbs device (the
 // rings the provider mapped), in /proc/self/maps order.
 inline std::set<uintptr_t> UverbsMappings() {

@@ -354,6 +354,33 @@ TEST_F(Verbs, QpBadAttributeValuesRejected) {
     EXPECT_EQ(DestroyQp(qp), 0);
 }
 
+// A QP moved to RESET takes its unpolled completions out of its CQs (as
+// HCAs do: a QP restarted from ERR must not find its old flushes), and
+// leaves those of other QPs on the same CQ in order.
+TEST_F(Verbs, ResetRemovesTheQpsUnpolledCompletions) {
+    ibv_qp* a = CreateRcQp();
+    ibv_qp* b = CreateRcQp();
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    std::vector<char> buf(256);
+    ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    ASSERT_NE(mr, nullptr);
+    ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 64, mr->lkey};
+    for (ibv_qp* qp : {a, b, a}) {
+        ASSERT_EQ(ToInit(qp), 0);
+        ASSERT_EQ(PostRecv(qp, qp == a ? 1 : 2, {sge}), 0);
+    }
+    ASSERT_EQ(QpToState(a, IBV_QPS_ERR), 0);
+    ASSERT_EQ(QpToState(b, IBV_QPS_ERR), 0);
+    ASSERT_EQ(QpToState(a, IBV_QPS_RESET), 0);
+    std::vector<ibv_wc> wc = PollCq(cq_, 4, 300);
+    ASSERT_EQ(wc.size(), 1u) << "the flushes of the QP in RESET are still there";
+    EXPECT_EQ(wc[0].qp_num, b->qp_num);
+    EXPECT_EQ(wc[0].wr_id, 2u);
+    EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(ibv_dereg_mr(mr), 0);
+}
+
 TEST_F(Verbs, QpValidResetInitRtrRts) {
     ibv_qp* a = CreateRcQp();
     ibv_qp* b = CreateRcQp();
