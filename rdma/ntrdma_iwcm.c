@@ -64,8 +64,11 @@ struct ntrdma_cep {
 	struct work_struct free_work;
 };
 
-/* A DISC owed to the other end of a connection that ended. */
-struct cm_disc {
+/*
+ * Where a message to the other end of a connection goes: our connection
+ * id, the other end's, and the way (the wire, or our own handlers).
+ */
+struct cm_end {
 	u32 id, peer_id;
 	bool loopback;
 };
@@ -522,7 +525,7 @@ static struct ntrdma_cep *cm_of(struct iw_cm_id *cm_id,
 }
 
 static int cm_send_answer(struct ntrdma_ib *nib, u16 op,
-			  const struct cm_disc *to, u32 qpn, u8 ird, u8 ord,
+			  const struct cm_end *to, u32 qpn, u8 ird, u8 ord,
 			  const void *pdata, u8 pdata_len)
 {
 	struct ntrdma_wire_cm *m = kzalloc(NTRDMA_CMD_DATA, GFP_KERNEL);
@@ -548,7 +551,7 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 	struct ntrdma_ib *nib = to_nib(cm_id->device);
 	struct ntrdma_cep *cep;
 	struct ntrdma_qp *qp;
-	struct cm_disc to;
+	struct cm_end to;
 	u32 qpn;
 	u8 ird, ord;
 	int rc;
@@ -573,7 +576,7 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 	cep->state = CEP_ACCEPTING;
 	cep->notify_peer = true;
 	/* What the answer needs, read while the cep cannot go away. */
-	to = (struct cm_disc){ cep->id, cep->peer_id, cep->loopback };
+	to = (struct cm_end){ cep->id, cep->peer_id, cep->loopback };
 	qpn = qp->ibqp.qp_num;
 	ird = cep->ird;
 	ord = cep->ord;
@@ -605,7 +608,7 @@ int ntrdma_iw_reject(struct iw_cm_id *cm_id, const void *pdata, u8 pdata_len)
 {
 	struct ntrdma_ib *nib = to_nib(cm_id->device);
 	struct ntrdma_cep *cep;
-	struct cm_disc to;
+	struct cm_end to;
 
 	if (pdata_len > NTRDMA_CM_PDATA_MAX)
 		pdata_len = NTRDMA_CM_PDATA_MAX;
@@ -615,7 +618,7 @@ int ntrdma_iw_reject(struct iw_cm_id *cm_id, const void *pdata, u8 pdata_len)
 		mutex_unlock(&nib->cm_mutex);
 		return -EINVAL;
 	}
-	to = (struct cm_disc){ cep->id, cep->peer_id, cep->loopback };
+	to = (struct cm_end){ cep->id, cep->peer_id, cep->loopback };
 	cm_cep_detach(cep);
 	mutex_unlock(&nib->cm_mutex);
 	/* Best effort: a peer that is gone has failed its connect anyway. */
@@ -672,10 +675,10 @@ int ntrdma_iw_destroy_listen(struct iw_cm_id *cm_id)
  * established connection (the iw_cm BUG()s otherwise); an accept in flight
  * fails instead.
  */
-static void cm_close_locked(struct ntrdma_cep *cep, struct cm_disc *disc)
+static void cm_close_locked(struct ntrdma_cep *cep, struct cm_end *disc)
 {
 	if (cep->notify_peer)
-		*disc = (struct cm_disc){ cep->id, cep->peer_id,
+		*disc = (struct cm_end){ cep->id, cep->peer_id,
 					  cep->loopback };
 	if (cep->cm_id && cep->state == CEP_ESTABLISHED)
 		cm_event(cep, cep->cm_id, IW_CM_EVENT_CLOSE, 0, NULL, 0);
@@ -687,7 +690,7 @@ static void cm_close_work(struct work_struct *work)
 	struct ntrdma_cep *cep = container_of(work, struct ntrdma_cep,
 					      close_work);
 	struct ntrdma_ib *nib = cep->nib;
-	struct cm_disc disc = {};
+	struct cm_end disc = {};
 
 	mutex_lock(&nib->cm_mutex);
 	if (cep->state == CEP_ESTABLISHED || cep->state == CEP_ACCEPTING)
@@ -735,7 +738,7 @@ void ntrdma_cm_qp_down(struct ntrdma_qp *qp)
 void ntrdma_cm_qp_destroy(struct ntrdma_qp *qp)
 {
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
-	struct cm_disc disc = {};
+	struct cm_end disc = {};
 	struct ntrdma_cep *cep;
 
 	mutex_lock(&nib->cm_mutex);

@@ -96,6 +96,14 @@ while IFS=$'\t' read -r id r; do
 		;;
 	esac
 done <"$results"
+# per module: passed / skipped / failed (core limits count as skipped)
+awk -F'\t' '{
+	split($1, p, "."); m = p[2]
+	r = ($2 == "ok" || $2 == "expected failure") ? "pass" : ($2 ~ /^skipped /) ? "skip" : "fail"
+	n[m, r]++; mods[m] = 1
+} END {
+	for (m in mods) printf "# module %s: %d passed, %d skipped, %d failed or errored (core limits included)\n", m, n[m, "pass"], n[m, "skip"], n[m, "fail"]
+}' "$results" | sort
 # each failure's traceback tail (what was expected, what came), and what
 # the two players of the rdma_cm tests reported
 grep -E 'Player (active|passive) got' "$out" | head -20 | sed 's/^/# /'

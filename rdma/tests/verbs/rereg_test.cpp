@@ -32,7 +32,7 @@ class Rereg : public SameDevice {
     }
 };
 
-TEST_F(Rereg, TranslationAccessAndPdChangeUnderNewKeys) {
+TEST_F(Rereg, TranslationAccessAndPdChangeUnderTheSameKeys) {
     Buf* src = Reg(a_, 64, kLocal);
     Buf* dst = Reg(b_, 4096, kRemoteAll);
     std::vector<uint8_t> other(4096, 0);
