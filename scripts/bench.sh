@@ -7,9 +7,13 @@
 # into results.json, results.md and chart.png (scripts/bench_report, gnuplot)
 # and prints the table.
 #
-# Usage: scripts/bench.sh [--smoke] [--topo "loop pair"] [--out DIR]
+# Usage: scripts/bench.sh [--smoke|--quick] [--topo "loop pair"] [--out DIR]
 #   --smoke  one topology (loop), one short round of a few rows; fails when a
 #            row that must exist has no result (make check runs this).
+#   --quick  for developers: loop, one round, one row per group (ntb_perf;
+#            iperf3 TCP x1 on ntb_netdev, ntr0, veth; ib_write_bw 64 KiB and
+#            the 2 B write/read/send latencies on ntrdma, rxe and siw), every
+#            row required; output in build/bench-quick.
 # Environment: BENCH_REPEATS (3), BENCH_SECS (2), BENCH_LAT_ITERS (1000),
 # BENCH_TOPOS ("loop pair"), BENCH_OUT (build/bench), BENCH_TIMEOUT (2400 s
 # per topology), and the selections of scripts/bench-guest.sh (BENCH_ETH,
@@ -24,6 +28,7 @@ REV=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
 START_TIME=$(date -u '+%Y-%m-%d %H:%M UTC')
 REPORT=$ROOT/build/user/scripts/bench_report/ntrdma-bench-report
 SMOKE=0
+QUICK=0
 TOPOS=${BENCH_TOPOS:-loop pair}
 OUT=${BENCH_OUT:-}
 TIMEOUT=${BENCH_TIMEOUT:-2400}
@@ -31,9 +36,10 @@ TIMEOUT=${BENCH_TIMEOUT:-2400}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--smoke) SMOKE=1; shift ;;
+	--quick) QUICK=1; shift ;;
 	--topo) TOPOS=${2:?}; shift 2 ;;
 	--out) OUT=${2:?}; shift 2 ;;
-	*) echo "usage: $0 [--smoke] [--topo 'loop pair'] [--out DIR]" >&2; exit 2 ;;
+	*) echo "usage: $0 [--smoke|--quick] [--topo 'loop pair'] [--out DIR]" >&2; exit 2 ;;
 	esac
 done
 
@@ -50,6 +56,22 @@ if [ "$SMOKE" = 1 ]; then
 	for t in $TOPOS; do
 		REQUIRE+=("$t|ntb_hw_ivshmem|ntb_perf copy" "$t|veth|iperf3 TCP x1"
 			"$t|ntr0|iperf3 TCP x1" "$t|rxe|ib_write_bw 64 KiB" "$t|rxe|ib_send_lat 2 B")
+	done
+elif [ "$QUICK" = 1 ]; then
+	[ -n "${BENCH_TOPOS:-}" ] || TOPOS=loop
+	OUT=${OUT:-$ROOT/build/bench-quick}
+	TIMEOUT=${BENCH_TIMEOUT:-900}
+	GUEST_ENV=(BENCH_REPEATS=1 BENCH_SECS=2 BENCH_LAT_ITERS=500 BENCH_LINK=1
+		"BENCH_ETH=ntb_netdev ntr0 veth" BENCH_ETH_TESTS=tcp1
+		"BENCH_RDMA=ntrdma rxe siw"
+		"BENCH_RDMA_TESTS=write_bw:65536 write_lat:2 read_lat:2 send_lat:2")
+	for t in $TOPOS; do
+		REQUIRE+=("$t|ntb_hw_ivshmem|ntb_perf copy")
+		for s in ntb_netdev ntr0 veth; do REQUIRE+=("$t|$s|iperf3 TCP x1"); done
+		for s in ntrdma rxe siw; do
+			REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_write_lat 2 B"
+				"$t|$s|ib_read_lat 2 B" "$t|$s|ib_send_lat 2 B")
+		done
 	done
 else
 	OUT=${OUT:-$ROOT/build/bench}
