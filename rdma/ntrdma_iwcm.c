@@ -794,58 +794,34 @@ struct ib_qp *ntrdma_iw_get_qp(struct ib_device *ibdev, int qpn)
 
 /* ---- the messages' ways: the command channel, or straight to us ---- */
 
-typedef int (*cm_handler)(struct ntrdma_ib *nib,
-			  const struct ntrdma_wire_cm *m, bool loopback);
+/* A message from the peer (command channel): checked, then handled. */
+#define CM_WIRE_FN(name)						\
+static int name##_fn(void *ctx, const void *req, u16 len, void *rsp,	\
+		     u16 *rsp_len)					\
+{									\
+	const struct ntrdma_wire_cm *m;					\
+	int rc = cm_msg(req, len, rsp_len, &m);				\
+									\
+	return rc ? rc : name(ctx, m, false);				\
+}
 
+CM_WIRE_FN(cm_req)
+CM_WIRE_FN(cm_accept)
+CM_WIRE_FN(cm_reject)
+CM_WIRE_FN(cm_disc)
+
+/* Each message: its handler, and its checking entry from the wire. */
 static const struct {
 	u16 op;
-	cm_handler handle;
+	int (*handle)(struct ntrdma_ib *nib, const struct ntrdma_wire_cm *m,
+		      bool loopback);
+	ntrdma_cmd_fn wire;
 } cm_ops[] = {
-	{ NTRDMA_CMD_CM_REQ, cm_req },
-	{ NTRDMA_CMD_CM_ACCEPT, cm_accept },
-	{ NTRDMA_CMD_CM_REJECT, cm_reject },
-	{ NTRDMA_CMD_CM_DISC, cm_disc },
+	{ NTRDMA_CMD_CM_REQ, cm_req, cm_req_fn },
+	{ NTRDMA_CMD_CM_ACCEPT, cm_accept, cm_accept_fn },
+	{ NTRDMA_CMD_CM_REJECT, cm_reject, cm_reject_fn },
+	{ NTRDMA_CMD_CM_DISC, cm_disc, cm_disc_fn },
 };
-
-/* A message from the peer (command channel): checked, then handled. */
-static int cm_wire_fn(void *ctx, u16 op, const void *req, u16 len,
-		      u16 *rsp_len)
-{
-	const struct ntrdma_wire_cm *m;
-	int i, rc;
-
-	rc = cm_msg(req, len, rsp_len, &m);
-	if (rc)
-		return rc;
-	for (i = 0; i < ARRAY_SIZE(cm_ops); i++)
-		if (cm_ops[i].op == op)
-			return cm_ops[i].handle(ctx, m, false);
-	return -EINVAL;
-}
-
-static int cm_req_fn(void *ctx, const void *req, u16 len, void *rsp,
-		     u16 *rsp_len)
-{
-	return cm_wire_fn(ctx, NTRDMA_CMD_CM_REQ, req, len, rsp_len);
-}
-
-static int cm_accept_fn(void *ctx, const void *req, u16 len, void *rsp,
-			u16 *rsp_len)
-{
-	return cm_wire_fn(ctx, NTRDMA_CMD_CM_ACCEPT, req, len, rsp_len);
-}
-
-static int cm_reject_fn(void *ctx, const void *req, u16 len, void *rsp,
-			u16 *rsp_len)
-{
-	return cm_wire_fn(ctx, NTRDMA_CMD_CM_REJECT, req, len, rsp_len);
-}
-
-static int cm_disc_fn(void *ctx, const void *req, u16 len, void *rsp,
-		      u16 *rsp_len)
-{
-	return cm_wire_fn(ctx, NTRDMA_CMD_CM_DISC, req, len, rsp_len);
-}
 
 /*
  * Send @m (op @op) to the other end: the peer through the command channel
@@ -869,16 +845,6 @@ static int cm_call(struct ntrdma_ib *nib, u16 op,
 
 /* ---- set-up ---- */
 
-static const struct {
-	u16 op;
-	ntrdma_cmd_fn fn;
-} cm_wire_ops[] = {
-	{ NTRDMA_CMD_CM_REQ, cm_req_fn },
-	{ NTRDMA_CMD_CM_ACCEPT, cm_accept_fn },
-	{ NTRDMA_CMD_CM_REJECT, cm_reject_fn },
-	{ NTRDMA_CMD_CM_DISC, cm_disc_fn },
-};
-
 int ntrdma_cm_init(struct ntrdma_ib *nib)
 {
 	int i, rc;
@@ -889,13 +855,13 @@ int ntrdma_cm_init(struct ntrdma_ib *nib)
 	nib->cm_wq = alloc_workqueue("ntrdma_cm", 0, 0);
 	if (!nib->cm_wq)
 		return -ENOMEM;
-	for (i = 0; i < ARRAY_SIZE(cm_wire_ops); i++) {
-		rc = ntrdma_cmd_register(nib->ndev, cm_wire_ops[i].op,
-					 cm_wire_ops[i].fn, nib);
+	for (i = 0; i < ARRAY_SIZE(cm_ops); i++) {
+		rc = ntrdma_cmd_register(nib->ndev, cm_ops[i].op,
+					 cm_ops[i].wire, nib);
 		if (rc) {
 			while (i--)
 				ntrdma_cmd_unregister(nib->ndev,
-						      cm_wire_ops[i].op);
+						      cm_ops[i].op);
 			destroy_workqueue(nib->cm_wq);
 			return rc;
 		}
@@ -914,8 +880,8 @@ void ntrdma_cm_fini(struct ntrdma_ib *nib)
 	unsigned long id;
 	int i;
 
-	for (i = 0; i < ARRAY_SIZE(cm_wire_ops); i++)
-		ntrdma_cmd_unregister(nib->ndev, cm_wire_ops[i].op);
+	for (i = 0; i < ARRAY_SIZE(cm_ops); i++)
+		ntrdma_cmd_unregister(nib->ndev, cm_ops[i].op);
 	mutex_lock(&nib->cm_mutex);
 	xa_for_each(&nib->cep_xa, id, cep)
 		cm_cep_detach(cep);

@@ -54,13 +54,21 @@ static struct ntrdma_lo_buf *lo_pop(struct ntrdma_lo *lo,
 	return b;
 }
 
-static void lo_queue(struct ntrdma_lo *lo, struct ntrdma_lo_buf *b)
+/* Put @b at the end of @list (lo->free or lo->queued). */
+static void lo_push(struct ntrdma_lo *lo, struct ntrdma_lo_buf *b,
+		    struct list_head *list)
 {
 	unsigned long flags;
 
 	spin_lock_irqsave(&lo->lock, flags);
-	list_add_tail(&b->link, &lo->queued);
+	list_add_tail(&b->link, list);
 	spin_unlock_irqrestore(&lo->lock, flags);
+}
+
+/* Queue @b for delivery. */
+static void lo_queue(struct ntrdma_lo *lo, struct ntrdma_lo_buf *b)
+{
+	lo_push(lo, b, &lo->queued);
 	queue_work(lo->wq, &lo->rx_work);
 }
 
@@ -148,15 +156,6 @@ bool ntrdma_lo_ready(struct ntrdma_lo *lo)
 	return ready;
 }
 
-static void lo_put(struct ntrdma_lo *lo, struct ntrdma_lo_buf *b)
-{
-	unsigned long flags;
-
-	spin_lock_irqsave(&lo->lock, flags);
-	list_add_tail(&b->link, &lo->free);
-	spin_unlock_irqrestore(&lo->lock, flags);
-}
-
 /* Deliver queued segments in order; senders waiting for space go on. */
 static void lo_rx_work(struct work_struct *work)
 {
@@ -170,7 +169,7 @@ static void lo_rx_work(struct work_struct *work)
 		if (!b)
 			break;
 		qp = ntrdma_vx_deliver(lo->nib, b->data, b->len, true);
-		lo_put(lo, b);
+		lo_push(lo, b, &lo->free);
 		/* A QP's answers go out once it took its segments in a row. */
 		if (pending && qp != pending)
 			ntrdma_req_tx(pending);

@@ -72,8 +72,10 @@ static struct ntrdma_send_wqe *wr_new(struct ibv_qp_ex *qpx, uint32_t opcode)
 	return wqe;
 }
 
-static void wr_remote(struct ibv_qp_ex *qpx, uint32_t opcode, uint32_t rkey,
-		      uint64_t remote_addr)
+/* A new WQE of @opcode that names remote memory (NULL as wr_new()). */
+static struct ntrdma_send_wqe *wr_remote(struct ibv_qp_ex *qpx,
+					 uint32_t opcode, uint32_t rkey,
+					 uint64_t remote_addr)
 {
 	struct ntrdma_send_wqe *wqe = wr_new(qpx, opcode);
 
@@ -81,6 +83,7 @@ static void wr_remote(struct ibv_qp_ex *qpx, uint32_t opcode, uint32_t rkey,
 		wqe->rkey = rkey;
 		wqe->remote_addr = remote_addr;
 	}
+	return wqe;
 }
 
 static void wr_send(struct ibv_qp_ex *qpx)
@@ -105,11 +108,11 @@ static void wr_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey,
 static void wr_rdma_write_imm(struct ibv_qp_ex *qpx, uint32_t rkey,
 			      uint64_t remote_addr, __be32 imm_data)
 {
-	struct ntr_qp *qp = qpx_to_qp(qpx);
+	struct ntrdma_send_wqe *wqe;
 
-	wr_remote(qpx, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, remote_addr);
-	if (qp->wr.cur)
-		qp->wr.cur->imm_data = imm_data;
+	wqe = wr_remote(qpx, IBV_WR_RDMA_WRITE_WITH_IMM, rkey, remote_addr);
+	if (wqe)
+		wqe->imm_data = imm_data;
 }
 
 static void wr_rdma_read(struct ibv_qp_ex *qpx, uint32_t rkey,
@@ -122,23 +125,23 @@ static void wr_atomic_cmp_swp(struct ibv_qp_ex *qpx, uint32_t rkey,
 			      uint64_t remote_addr, uint64_t compare,
 			      uint64_t swap)
 {
-	struct ntr_qp *qp = qpx_to_qp(qpx);
+	struct ntrdma_send_wqe *wqe;
 
-	wr_remote(qpx, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, remote_addr);
-	if (qp->wr.cur) {
-		qp->wr.cur->compare_add = compare;
-		qp->wr.cur->swap = swap;
+	wqe = wr_remote(qpx, IBV_WR_ATOMIC_CMP_AND_SWP, rkey, remote_addr);
+	if (wqe) {
+		wqe->compare_add = compare;
+		wqe->swap = swap;
 	}
 }
 
 static void wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
 				uint64_t remote_addr, uint64_t add)
 {
-	struct ntr_qp *qp = qpx_to_qp(qpx);
+	struct ntrdma_send_wqe *wqe;
 
-	wr_remote(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, remote_addr);
-	if (qp->wr.cur)
-		qp->wr.cur->compare_add = add;
+	wqe = wr_remote(qpx, IBV_WR_ATOMIC_FETCH_AND_ADD, rkey, remote_addr);
+	if (wqe)
+		wqe->compare_add = add;
 }
 
 /* The WQE the setters fill, or NULL (no WQE started, or an error). */
