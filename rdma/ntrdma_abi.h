@@ -80,16 +80,23 @@ struct ntrdma_send_wqe {
 	__u32 num_sge;		/* or, with IBV_SEND_INLINE, 0 */
 	__u32 inline_len;	/* bytes of inline data in sge[] */
 	__u32 imm_data;		/* big endian; or invalidate rkey */
-	__u32 rkey;
+	__u32 rkey;		/* UD: the remote Q_Key */
 	__aligned_u64 remote_addr;
 	__aligned_u64 compare_add;
 	__aligned_u64 swap;
-	__u32 reserved[2];
+	__u32 remote_qpn;	/* UD: the destination QP */
+	__u32 ud_flags;		/* UD: NTRDMA_UD_* */
 	union {
 		struct ntrdma_sge sge[NTRDMA_MAX_SGE];
 		__u8 inline_data[NTRDMA_MAX_INLINE];
 	};
 };
+
+/*
+ * UD send WQEs: the address handle lives in the provider; it names a QP of
+ * this device (the GRH's DGID is one of our GIDs) or of the peer.
+ */
+#define NTRDMA_UD_LOOPBACK	1
 
 struct ntrdma_recv_wqe {
 	__aligned_u64 wr_id;

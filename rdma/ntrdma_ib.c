@@ -227,6 +227,17 @@ static int ntrdma_query_port(struct ib_device *ibdev, u32 port,
 	return 0;
 }
 
+/**
+ * ntrdma_ib_gid0() - the device's GID 0: link-local, from its node GUID
+ * @ibdev: the device
+ * @gid: filled in
+ */
+void ntrdma_ib_gid0(struct ib_device *ibdev, union ib_gid *gid)
+{
+	gid->global.subnet_prefix = cpu_to_be64(0xfe80000000000000ULL);
+	gid->global.interface_id = ibdev->node_guid;
+}
+
 static int ntrdma_query_gid(struct ib_device *ibdev, u32 port, int index,
 			    union ib_gid *gid)
 {
@@ -242,8 +253,7 @@ static int ntrdma_query_gid(struct ib_device *ibdev, u32 port, int index,
 			memcpy(gid->raw, netdev->dev_addr, ETH_ALEN);
 		return 0;
 	}
-	gid->global.subnet_prefix = cpu_to_be64(0xfe80000000000000ULL);
-	gid->global.interface_id = ibdev->node_guid;
+	ntrdma_ib_gid0(ibdev, gid);
 	return 0;
 }
 
@@ -337,6 +347,7 @@ static const struct rdma_stat_desc ntrdma_hw_desc[NTRDMA_HW_NSTATS] = {
 	[NTRDMA_HW_PLACED_WRITES] = { .name = "placed_writes" },
 	[NTRDMA_HW_PLACED_BYTES] = { .name = "placed_bytes" },
 	[NTRDMA_HW_PULLED_READS] = { .name = "pulled_reads" },
+	[NTRDMA_HW_UD_DROPPED] = { .name = "ud_dropped" },
 };
 
 static struct rdma_hw_stats *ntrdma_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -66,6 +66,7 @@ enum ntrdma_hw_stat {
 	NTRDMA_HW_PLACED_WRITES,	/* WRITEs placed into the peer's MR */
 	NTRDMA_HW_PLACED_BYTES,
 	NTRDMA_HW_PULLED_READS,		/* READs read from the peer's MR */
+	NTRDMA_HW_UD_DROPPED,		/* datagrams no receive took */
 	NTRDMA_HW_NSTATS
 };
 
@@ -211,6 +212,7 @@ struct ntrdma_swqe {
 	bool skipped;		/* its first segment says NTRDMA_VX_SKIPPED */
 	bool inv_local;		/* READ_WITH_INV: w.imm_data is the sink key */
 	int status;		/* its completion status */
+	u32 seg_end;		/* UD: the pool's count once its segment left */
 };
 
 /* A receive WQE being filled (SEND, or WRITE with immediate). */
@@ -244,6 +246,7 @@ struct ntrdma_rsp {
 #define NTRDMA_QP_SEGS		32	/* segments in flight per QP */
 #define NTRDMA_SEG_SLOT		512	/* header + inline data */
 #define NTRDMA_SEG_WAIT_S	30	/* destroy waits for late DMA */
+#define NTRDMA_UD_MAX_SGE	8	/* a datagram in one segment */
 
 /* One segment in flight: what its send_done releases. */
 struct ntrdma_seg_meta {
@@ -294,8 +297,12 @@ struct ntrdma_qp {
 	u8 timeout;
 	u8 retry_cnt;
 	u8 rnr_retry;
+	u32 qkey;			/* UD */
 	struct rdma_ah_attr ah_attr;
-	/* the AV names our own port: the dest QP is ours (ntrdma_lo.c) */
+	/*
+	 * The AV names our own port: the dest QP is ours (ntrdma_lo.c). UD:
+	 * the way the segments in flight went (each WQE names its own).
+	 */
 	bool loopback;
 
 	/*
@@ -407,6 +414,7 @@ static inline void ntrdma_hw_add(struct ntrdma_qp *qp, enum ntrdma_hw_stat i,
 /* ntrdma_ib.c: ports */
 bool ntrdma_ib_av_is_local(struct ib_device *ibdev,
 			   const struct rdma_ah_attr *ah);
+void ntrdma_ib_gid0(struct ib_device *ibdev, union ib_gid *gid);
 
 /* ntrdma_mem.c: data path access to MR pages */
 int ntrdma_mr_check(struct ntrdma_mr *mr, u64 addr, u64 len);
@@ -446,6 +454,7 @@ bool ntrdma_lo_ready(struct ntrdma_lo *lo);
 void ntrdma_lo_flush(struct ntrdma_lo *lo);
 int ntrdma_vx_pool_alloc(struct ntrdma_qp *qp);
 void ntrdma_vx_pool_release(struct ntrdma_qp *qp);
+bool ntrdma_vx_pool_wait(struct ntrdma_qp *qp, u32 upto);
 
 /* ntrdma_rmr.c: direct placement, requester side */
 extern bool ntrdma_direct_placement;
@@ -475,7 +484,16 @@ void ntrdma_req_flush(struct ntrdma_qp *qp, bool post);
 void ntrdma_req_init(struct ntrdma_qp *qp);
 bool ntrdma_req_in_progress(struct ntrdma_qp *qp);
 
+/* ntrdma_ud.c: UD datagrams */
+int ntrdma_ud_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
+int ntrdma_ud_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
+bool ntrdma_ud_wqe_done(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
+void ntrdma_ud_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
+		  const void *payload, u32 len);
+
 /* ntrdma_resp.c: responder */
+int ntrdma_resp_take_wqe(struct ntrdma_qp *qp);
+void ntrdma_resp_release_rcv(struct ntrdma_qp *qp);
 void ntrdma_resp_reset(struct ntrdma_qp *qp);
 void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		    const void *payload, u32 len);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * NTRDMA verbs face: queue pairs (RC only).
+ * NTRDMA verbs face: queue pairs (RC; UD for user QPs, ntrdma_ud.c).
  *
  * Objects and the state machine: every transition and attribute mask is
  * checked with ib_modify_qp_is_ok() as real HCAs do, then every attribute
@@ -48,8 +48,13 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	u32 sq_entries, rq_entries, qpn;
 	int rc;
 
-	if (attr->qp_type != IB_QPT_RC)
+	/* UD: address handles live in user space (the provider). */
+	if (attr->qp_type != IB_QPT_RC &&
+	    !(attr->qp_type == IB_QPT_UD && udata))
 		return -EOPNOTSUPP;
+	if (attr->qp_type == IB_QPT_UD &&
+	    attr->cap.max_send_sge > NTRDMA_UD_MAX_SGE)
+		return -EINVAL;
 	if (attr->create_flags || attr->rwq_ind_tbl)
 		return -EOPNOTSUPP;
 	rc = ntrdma_check_cap(&attr->cap);
@@ -102,7 +107,7 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 			     &nib->qp_next, GFP_KERNEL);
 	if (rc < 0) {
 		rc = rc == -EBUSY ? -ENOMEM : rc;
-		goto err_rq;
+		goto err_pool;
 	}
 	ibqp->qp_num = qpn;
 
@@ -125,7 +130,8 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	/* What we really provide (at least what was asked for). */
 	attr->cap.max_send_wr = sq_entries;
 	attr->cap.max_recv_wr = attr->srq ? 0 : rq_entries;
-	attr->cap.max_send_sge = NTRDMA_MAX_SGE;
+	attr->cap.max_send_sge = attr->qp_type == IB_QPT_UD ?
+				 NTRDMA_UD_MAX_SGE : NTRDMA_MAX_SGE;
 	attr->cap.max_recv_sge = attr->srq ? 0 : NTRDMA_MAX_SGE;
 	attr->cap.max_inline_data = NTRDMA_MAX_INLINE;
 	qp->cap = attr->cap;
@@ -134,6 +140,7 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 
 err_xa:
 	xa_erase(&nib->qp_xa, qpn);
+err_pool:
 	ntrdma_vx_pool_release(qp);
 err_swq:
 	kvfree(qp->swq);
@@ -456,6 +463,8 @@ static void ntrdma_qp_export_state(struct ntrdma_qp *qp, enum ib_qp_state cur,
 	bool changed = !qp_takes_requests(cur) ||
 		       (mask & (IB_QP_ACCESS_FLAGS | IB_QP_DEST_QPN));
 
+	if (qp->ibqp.qp_type != IB_QPT_RC)
+		return;	/* UD takes no placements */
 	/* A loopback QP takes nothing from the peer. */
 	if (qp_takes_requests(next) && !qp->loopback && changed)
 		ntrdma_export_qp(qp, true);
@@ -495,6 +504,8 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		qp->qp_access_flags = attr->qp_access_flags;
 	if (mask & IB_QP_PKEY_INDEX)
 		qp->pkey_index = attr->pkey_index;
+	if (mask & IB_QP_QKEY)
+		qp->qkey = attr->qkey;
 	if (mask & IB_QP_PORT)
 		qp->port_num = attr->port_num;
 	if (mask & IB_QP_AV) {
@@ -629,7 +640,7 @@ void ntrdma_qps_link_down(struct ntrdma_ib *nib)
 	xa_for_each(&nib->qp_xa, index, qp) {
 		mutex_lock(&qp->lock);
 		/* A loopback QP never needed the link. */
-		fatal = !qp->loopback &&
+		fatal = qp->ibqp.qp_type == IB_QPT_RC && !qp->loopback &&
 			(qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS ||
 			 qp->state == IB_QPS_SQD || qp->state == IB_QPS_SQE);
 		if (fatal) {
@@ -662,6 +673,7 @@ int ntrdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	attr->path_mig_state = IB_MIG_MIGRATED;
 	attr->qp_access_flags = qp->qp_access_flags;
 	attr->pkey_index = qp->pkey_index;
+	attr->qkey = qp->qkey;
 	attr->port_num = qp->port_num;
 	attr->dest_qp_num = qp->dest_qp_num;
 	attr->sq_psn = qp->sq_psn;

@@ -173,6 +173,16 @@ static int req_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	return 0;
 }
 
+/* req_prepare(), then a UD QP's own rules. */
+static int req_prepare_qp(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	int st = req_prepare(qp, w);
+
+	if (!st && qp->ibqp.qp_type == IB_QPT_UD)
+		st = ntrdma_ud_prepare(qp, w);
+	return st;
+}
+
 /* READ_WITH_INV: its sink MR stops working once the data is in. */
 static int req_invalidate_sink(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
@@ -194,7 +204,8 @@ static bool req_complete(struct ntrdma_qp *qp)
 
 	while (cons != qp->sq_fetched) {
 		w = swqe(qp, cons);
-		if (!w->done)
+		if (!w->done && (qp->ibqp.qp_type != IB_QPT_UD ||
+				 !ntrdma_ud_wqe_done(qp, w)))
 			break;
 		st = w->status;
 		if (!st && w->inv_local)
@@ -417,6 +428,8 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	u8 first;
 	int n;
 
+	if (qp->ibqp.qp_type == IB_QPT_UD)
+		return ntrdma_ud_send_wqe(qp, w);
 	switch (w->w.opcode) {
 	case IB_WR_REG_MR:
 	case IB_WR_LOCAL_INV:
@@ -571,7 +584,7 @@ static void req_tx(struct ntrdma_qp *qp)
 				break;
 			if (is_rd_atomic(w->w.opcode) && qp->rd_out >= limit)
 				break;
-			rc = req_prepare(qp, w);
+			rc = req_prepare_qp(qp, w);
 			if (rc) {
 				ntrdma_hw_add(qp, NTRDMA_HW_LOCAL_ERR, 1);
 				/* Completes in order, then the QP fails. */

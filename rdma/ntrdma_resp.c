@@ -24,7 +24,13 @@
 
 /* ---- receive: the requester's requests ---- */
 
-static void resp_release_rcv(struct ntrdma_qp *qp)
+/**
+ * ntrdma_resp_release_rcv() - let go of the message being received
+ * @qp: the QP (sq_lock held)
+ *
+ * The receive WQE's and the WRITE target's MR references go.
+ */
+void ntrdma_resp_release_rcv(struct ntrdma_qp *qp)
 {
 	u32 i;
 
@@ -120,11 +126,16 @@ static void resp_complete_rcv(struct ntrdma_qp *qp,
 			   h->flags & NTRDMA_VX_SOLICITED);
 }
 
-/*
- * Take the next receive WQE (RQ or SRQ) into qp->rcv: 0, -EAGAIN when none
- * is posted, or a completion status when it is unusable (it is consumed).
+/**
+ * ntrdma_resp_take_wqe() - take the next receive WQE (RQ or SRQ) into qp->rcv
+ * @qp: the QP (sq_lock held)
+ *
+ * Every SGE is checked (lkey, PD, local write, range) and holds its MR.
+ *
+ * Return: 0, -EAGAIN when none is posted, or a completion status when it
+ * is unusable (it is consumed; ntrdma_resp_release_rcv() lets go of it).
  */
-static int resp_take_wqe(struct ntrdma_qp *qp)
+int ntrdma_resp_take_wqe(struct ntrdma_qp *qp)
 {
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
 	struct ntrdma_srq *srq = qp->ibqp.srq ? to_nsrq(qp->ibqp.srq) : NULL;
@@ -304,9 +315,9 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 		}
 	}
 	if (need_wqe) {
-		st = resp_take_wqe(qp);
+		st = ntrdma_resp_take_wqe(qp);
 		if (st == -EAGAIN) {
-			resp_release_rcv(qp);
+			ntrdma_resp_release_rcv(qp);
 			qp->rnr_naks++;
 			resp_nak(qp, h->msn, NTRDMA_VX_SYN_RNR, 0);
 			return st;
@@ -315,7 +326,7 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 			st = IB_WC_LOC_LEN_ERR;
 		if (st) {
 			resp_complete_rcv(qp, h, st);
-			resp_release_rcv(qp);
+			ntrdma_resp_release_rcv(qp);
 			resp_nak(qp, h->msn, st == IB_WC_LOC_LEN_ERR ?
 				 NTRDMA_VX_SYN_INV_REQ : NTRDMA_VX_SYN_OP_ERR,
 				 IB_EVENT_QP_REQ_ERR);
@@ -342,7 +353,7 @@ static int resp_invalidate(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 				 h->rkey))
 		return 0;
 	resp_complete_rcv(qp, h, IB_WC_REM_INV_REQ_ERR);
-	resp_release_rcv(qp);
+	ntrdma_resp_release_rcv(qp);
 	resp_nak(qp, h->msn, NTRDMA_VX_SYN_INV_REQ, IB_EVENT_QP_REQ_ERR);
 	return -EINVAL;
 }
@@ -391,7 +402,7 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 
 	if (h->flags & NTRDMA_VX_FIRST) {
 		if (qp->rcv_busy)
-			resp_release_rcv(qp);	/* a resent message */
+			ntrdma_resp_release_rcv(qp);	/* a resent message */
 		if (resp_first(qp, h))
 			goto kick;
 	} else if (!qp->rcv_busy || qp->rcv_op != h->op ||
@@ -412,7 +423,7 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 			/* An MR address without a page (kernel users). */
 			if (qp->rcv_wqe)
 				resp_complete_rcv(qp, h, IB_WC_LOC_PROT_ERR);
-			resp_release_rcv(qp);
+			ntrdma_resp_release_rcv(qp);
 			resp_nak(qp, h->msn, NTRDMA_VX_SYN_OP_ERR,
 				 IB_EVENT_QP_FATAL);
 			goto kick;
@@ -425,7 +436,7 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		goto kick;
 	if (qp->rcv_wqe)
 		resp_complete_rcv(qp, h, IB_WC_SUCCESS);
-	resp_release_rcv(qp);
+	ntrdma_resp_release_rcv(qp);
 	resp_ack(qp, h->msn);
 	qp->resp_msn = (qp->resp_msn + 1) & NTRDMA_VX_MSN_MASK;
 kick:
@@ -538,7 +549,7 @@ void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post)
 		e.wr_id = qp->rcv.wr_id;
 		ntrdma_qp_complete(qp, qp->ibqp.recv_cq, &e, false);
 	}
-	resp_release_rcv(qp);
+	ntrdma_resp_release_rcv(qp);
 	for (; qp->rsp_head != qp->rsp_tail; qp->rsp_head++) {
 		r = &qp->rsp[qp->rsp_head % NTRDMA_QP_RSP];
 		if (r->mr)

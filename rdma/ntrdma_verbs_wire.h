@@ -29,8 +29,16 @@ enum ntrdma_vx_op {
 	NTRDMA_VX_ACK,		/* responder: all up to msn done, or a NAK */
 	NTRDMA_VX_READ_RESP,	/* responder: payload of a READ */
 	NTRDMA_VX_ATOMIC_RESP,	/* responder: the original value */
-	NTRDMA_VX_OP_MAX = NTRDMA_VX_ATOMIC_RESP,
+	/*
+	 * A UD datagram: one segment, the whole message, no msn, no answer.
+	 * @rkey is the Q_Key, @cmp_add and @swap the sender's GID (raw bytes,
+	 * for the receiver's GRH).
+	 */
+	NTRDMA_VX_UD_SEND,
+	NTRDMA_VX_OP_MAX = NTRDMA_VX_UD_SEND,
 };
+
+#define NTRDMA_VX_UD_MAX	4096u	/* a datagram's bytes: the port MTU */
 
 enum {
 	NTRDMA_VX_FIRST		= 1 << 0,
@@ -141,6 +149,15 @@ static inline int ntrdma_vx_check_hdr(const struct ntrdma_vx_hdr *h, u32 len)
 		if (h->syndrome > NTRDMA_VX_SYN_MAX || h->rnr_timer > 31)
 			return -8;
 		return pay ? -6 : 0;
+	case NTRDMA_VX_UD_SEND:
+		if (h->flags & ~(NTRDMA_VX_FIRST | NTRDMA_VX_LAST |
+				 NTRDMA_VX_IMM | NTRDMA_VX_SOLICITED) ||
+		    !(h->flags & NTRDMA_VX_FIRST) || !(h->flags & NTRDMA_VX_LAST))
+			return -3;
+		if (h->offset || h->msn || pay != h->total ||
+		    h->total > NTRDMA_VX_UD_MAX)
+			return -6;
+		return 0;
 	case NTRDMA_VX_ATOMIC_REQ:
 	case NTRDMA_VX_ATOMIC_RESP:
 		if (h->total != 8)

@@ -108,7 +108,8 @@ static void vx_nak(struct ntrdma_ib *nib, const struct ntrdma_vx_hdr *req,
 	};
 
 	if (req->op == NTRDMA_VX_ACK || req->op == NTRDMA_VX_READ_RESP ||
-	    req->op == NTRDMA_VX_ATOMIC_RESP || !(req->flags & NTRDMA_VX_FIRST))
+	    req->op == NTRDMA_VX_ATOMIC_RESP || req->op == NTRDMA_VX_UD_SEND ||
+	    !(req->flags & NTRDMA_VX_FIRST))
 		return;
 	if (loopback)
 		ntrdma_lo_nak(nib->lo, &h);
@@ -118,16 +119,33 @@ static void vx_nak(struct ntrdma_ib *nib, const struct ntrdma_vx_hdr *req,
 
 /*
  * The QP numbered @qpn, if it takes segments that came the way this one
- * did: a loopback QP only from the loopback, any other only from the peer.
+ * did: a loopback RC QP only from the loopback, any other RC QP only from
+ * the peer; a UD QP from both.
  */
 static struct ntrdma_qp *vx_dst_qp(struct ntrdma_ib *nib, u32 qpn,
 				   bool loopback)
 {
 	struct ntrdma_qp *qp = xa_load(&nib->qp_xa, qpn);
 
-	if (qp && READ_ONCE(qp->loopback) != loopback)
+	if (qp && qp->ibqp.qp_type == IB_QPT_RC &&
+	    READ_ONCE(qp->loopback) != loopback)
 		return NULL;
 	return qp;
+}
+
+/* A datagram, or a request for a UD QP: never answered. */
+static void vx_deliver_ud(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
+			  void *buf, u32 len)
+{
+	if (h->op != NTRDMA_VX_UD_SEND || qp->ibqp.qp_type != IB_QPT_UD) {
+		ntrdma_hw_add(qp, NTRDMA_HW_RX_DROPPED, 1);
+		return;
+	}
+	if (!vx_qp_ready(qp)) {
+		ntrdma_hw_add(qp, NTRDMA_HW_UD_DROPPED, 1);
+		return;
+	}
+	ntrdma_ud_rx(qp, h, buf + sizeof(*h), len - sizeof(*h));
 }
 
 /* A header that fails the checks: the peer's ends the session. */
@@ -173,6 +191,10 @@ struct ntrdma_qp *ntrdma_vx_deliver(struct ntrdma_ib *nib, void *buf,
 		atomic64_inc(&nib->hw[NTRDMA_HW_RX_NO_QP]);
 		vx_nak(nib, &h, loopback);
 		return NULL;
+	}
+	if (h.op == NTRDMA_VX_UD_SEND || qp->ibqp.qp_type == IB_QPT_UD) {
+		vx_deliver_ud(qp, &h, buf, len);
+		return qp;
 	}
 	switch (h.op) {
 	case NTRDMA_VX_SEND:
@@ -295,8 +317,9 @@ void ntrdma_vx_wait_space(struct ntrdma_qp *qp)
 /* Publish the segments sent with ntrdma_vx_send(). */
 void ntrdma_vx_flush_tx(struct ntrdma_qp *qp)
 {
-	if (qp->loopback)
-		return;	/* each loopback segment was queued as it was sent */
+	/* each loopback segment was queued as it was sent */
+	if (READ_ONCE(qp->loopback) && qp->ibqp.qp_type == IB_QPT_RC)
+		return;
 	ntrdma_tqp_send_flush(to_nib(qp->ibqp.device)->vx->tqp);
 }
 
@@ -440,6 +463,33 @@ int ntrdma_vx_pool_alloc(struct ntrdma_qp *qp)
 	pool->qp = qp;
 	qp->seg_pool = pool;
 	return 0;
+}
+
+/**
+ * ntrdma_vx_pool_wait() - whether @qp's segments up to a count have left
+ * @qp: the QP (its sq_lock held)
+ * @upto: a value the pool's produced count had (after a segment was sent)
+ *
+ * Segments complete in the order they were sent, on one way (the TQP or
+ * the loopback): every segment counted before @upto has left our memory
+ * once the completed count reaches it. If not yet, the next send_done
+ * kicks the QP's transmit work.
+ *
+ * Return: true when they all have.
+ */
+bool ntrdma_vx_pool_wait(struct ntrdma_qp *qp, u32 upto)
+{
+	struct ntrdma_seg_pool *pool = qp->seg_pool;
+	unsigned long flags;
+	bool done;
+
+	lockdep_assert_held(&qp->sq_lock);
+	spin_lock_irqsave(&pool->lock, flags);
+	done = (int)(pool->done - upto) >= 0;
+	if (!done)
+		pool->blocked = true;
+	spin_unlock_irqrestore(&pool->lock, flags);
+	return done;
 }
 
 /**

@@ -506,6 +506,9 @@ static int ntr_build_send_wqe(struct ntr_qp *qp, struct ntrdma_send_wqe *wqe,
 	wqe->imm_data = wr->imm_data;
 	if (wr->num_sge < 0)
 		return EINVAL;
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD && wr->opcode != IBV_WR_SEND &&
+	    wr->opcode != IBV_WR_SEND_WITH_IMM)
+		return EINVAL;
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		for (i = 0; i < wr->num_sge; i++) {
 			if (wr->sg_list[i].length > qp->max_inline - len)
@@ -542,10 +545,73 @@ static int ntr_build_send_wqe(struct ntr_qp *qp, struct ntrdma_send_wqe *wqe,
 		break;
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
+		if (qp->vqp.qp.qp_type != IBV_QPT_UD)
+			break;
+		if (!wr->wr.ud.ah)
+			return EINVAL;
+		ntr_set_ud_addr(wqe, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
+				wr->wr.ud.remote_qkey);
 		break;
 	default:
 		return EINVAL;
 	}
+	return 0;
+}
+
+/**
+ * ntr_set_ud_addr() - address a UD send WQE
+ * @wqe: the WQE
+ * @ah: the address handle (ours)
+ * @remote_qpn: the destination QP
+ * @remote_qkey: its Q_Key (bit 31 set: the QP's own, the kernel decides)
+ */
+void ntr_set_ud_addr(struct ntrdma_send_wqe *wqe, struct ibv_ah *ah,
+		     uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	wqe->remote_qpn = remote_qpn;
+	wqe->rkey = remote_qkey;
+	wqe->ud_flags = to_ah(ah)->loopback ? NTRDMA_UD_LOOPBACK : 0;
+}
+
+/* ---- AH (UD) ---- */
+
+/* Whether @gid is one of the (non-zero) GIDs of @port. */
+static bool ntr_gid_is_ours(struct ibv_context *ctx, uint8_t port,
+			    const union ibv_gid *gid)
+{
+	static const union ibv_gid zero;
+	union ibv_gid own;
+	int i;
+
+	for (i = 0; !ibv_query_gid(ctx, port, i, &own); i++)
+		if (memcmp(&own, &zero, sizeof(own)) &&
+		    !memcmp(&own, gid, sizeof(own)))
+			return true;
+	return false;
+}
+
+static struct ibv_ah *ntr_create_ah(struct ibv_pd *pd,
+				    struct ibv_ah_attr *attr)
+{
+	struct ntr_ah *ah;
+
+	if (attr->port_num != 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ah = calloc(1, sizeof(*ah));
+	if (!ah) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ah->loopback = attr->is_global &&
+		       ntr_gid_is_ours(pd->context, 1, &attr->grh.dgid);
+	return &ah->ibah;
+}
+
+static int ntr_destroy_ah(struct ibv_ah *ibah)
+{
+	free(to_ah(ibah));
 	return 0;
 }
 
@@ -701,6 +767,7 @@ static void ntr_free_context(struct ibv_context *ibctx);
 
 static const struct verbs_context_ops ntr_ctx_ops = {
 	.alloc_pd = ntr_alloc_pd,
+	.create_ah = ntr_create_ah,
 	.create_cq = ntr_create_cq,
 	.create_cq_ex = ntr_create_cq_ex,
 	.create_qp = ntr_create_qp,
@@ -708,6 +775,7 @@ static const struct verbs_context_ops ntr_ctx_ops = {
 	.create_srq = ntr_create_srq,
 	.dealloc_pd = ntr_dealloc_pd,
 	.dereg_mr = ntr_dereg_mr,
+	.destroy_ah = ntr_destroy_ah,
 	.destroy_cq = ntr_destroy_cq,
 	.destroy_qp = ntr_destroy_qp,
 	.destroy_srq = ntr_destroy_srq,

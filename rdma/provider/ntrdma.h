@@ -50,6 +50,20 @@ struct ntr_srq {
 	uint32_t max_sge;
 };
 
+/*
+ * An address handle (UD): the peer's QPs, or this device's when the GRH's
+ * DGID is one of our GIDs (LIDs route nothing: one link, one peer).
+ */
+struct ntr_ah {
+	struct ibv_ah ibah;
+	bool loopback;
+};
+
+static inline struct ntr_ah *to_ah(struct ibv_ah *ibah)
+{
+	return container_of(ibah, struct ntr_ah, ibah);
+}
+
 /* A work request being built through ibv_qp_ex (ntrdma_wr.c). */
 struct ntr_wr_state {
 	uint32_t start;			/* prod when ibv_wr_start() ran */
@@ -103,6 +117,8 @@ static inline void *ring_slot(struct ntr_ring *r, uint32_t idx)
 
 /* ntrdma.c */
 int ntr_sq_publish(struct ntr_qp *qp, uint32_t start, uint32_t prod);
+void ntr_set_ud_addr(struct ntrdma_send_wqe *wqe, struct ibv_ah *ah,
+		     uint32_t remote_qpn, uint32_t remote_qkey);
 
 /* ntrdma.c */
 struct ntr_cq *ntr_cq_create(struct ibv_context *context, int cqe,

@@ -170,7 +170,7 @@ struct verbs_context_ops {
 	ntr_unused_op bind_mw;
 	ntr_unused_op close_xrcd;
 	ntr_unused_op cq_event;
-	ntr_unused_op create_ah;
+	struct ibv_ah *(*create_ah)(struct ibv_pd *pd, struct ibv_ah_attr *attr);
 	ntr_unused_op create_counters;
 	struct ibv_cq *(*create_cq)(struct ibv_context *context, int cqe,
 				    struct ibv_comp_channel *channel,
@@ -192,7 +192,7 @@ struct verbs_context_ops {
 	int (*dealloc_pd)(struct ibv_pd *pd);
 	ntr_unused_op dealloc_td;
 	int (*dereg_mr)(struct verbs_mr *vmr);
-	ntr_unused_op destroy_ah;
+	int (*destroy_ah)(struct ibv_ah *ah);
 	ntr_unused_op destroy_counters;
 	int (*destroy_cq)(struct ibv_cq *cq);
 	ntr_unused_op destroy_flow;

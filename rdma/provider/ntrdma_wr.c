@@ -152,6 +152,15 @@ static struct ntrdma_send_wqe *wr_cur(struct ntr_qp *qp)
 	return qp->wr.err ? NULL : qp->wr.cur;
 }
 
+static void wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
+			   uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	struct ntrdma_send_wqe *wqe = wr_cur(qpx_to_qp(qpx));
+
+	if (wqe)
+		ntr_set_ud_addr(wqe, ah, remote_qpn, remote_qkey);
+}
+
 static void wr_set_sge_list(struct ibv_qp_ex *qpx, size_t num_sge,
 			    const struct ibv_sge *sg_list)
 {
@@ -232,6 +241,7 @@ void ntr_wr_init(struct ntr_qp *qp)
 	qpx->wr_rdma_read = wr_rdma_read;
 	qpx->wr_atomic_cmp_swp = wr_atomic_cmp_swp;
 	qpx->wr_atomic_fetch_add = wr_atomic_fetch_add;
+	qpx->wr_set_ud_addr = wr_set_ud_addr;
 	qpx->wr_set_sge = wr_set_sge;
 	qpx->wr_set_sge_list = wr_set_sge_list;
 	qpx->wr_set_inline_data = wr_set_inline_data;

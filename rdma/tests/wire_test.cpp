@@ -344,6 +344,26 @@ TEST(VxHdr, PlacedOnlyAsAPayloadlessWriteWithImm) {
     EXPECT_NE(ntrdma_vx_check_hdr(&mid, kHdr), 0);
 }
 
+TEST(VxHdr, UdDatagramIsOneWholeSegmentOfAtMostTheMtu) {
+    const u8 fl = NTRDMA_VX_FIRST | NTRDMA_VX_LAST;
+    auto h = VxHdr(NTRDMA_VX_UD_SEND, fl | NTRDMA_VX_IMM | NTRDMA_VX_SOLICITED, 0, 4096);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&h, kHdr + 4096), 0);
+    EXPECT_NE(ntrdma_vx_check_hdr(&h, kHdr + 4095), 0);  // payload short of total
+    auto big = VxHdr(NTRDMA_VX_UD_SEND, fl, 0, 4097);
+    EXPECT_NE(ntrdma_vx_check_hdr(&big, kHdr + 4097), 0);
+    auto part = VxHdr(NTRDMA_VX_UD_SEND, NTRDMA_VX_FIRST, 0, 64);
+    EXPECT_NE(ntrdma_vx_check_hdr(&part, kHdr + 64), 0);
+    auto off = VxHdr(NTRDMA_VX_UD_SEND, fl, 8, 64);
+    EXPECT_NE(ntrdma_vx_check_hdr(&off, kHdr + 56), 0);
+    auto msn = VxHdr(NTRDMA_VX_UD_SEND, fl, 0, 64);
+    msn.msn = 1;
+    EXPECT_NE(ntrdma_vx_check_hdr(&msn, kHdr + 64), 0);
+    for (u8 bad : {NTRDMA_VX_SKIPPED, NTRDMA_VX_INV, NTRDMA_VX_PLACED, NTRDMA_VX_FADD}) {
+        auto f = VxHdr(NTRDMA_VX_UD_SEND, fl | bad, 0, 64);
+        EXPECT_NE(ntrdma_vx_check_hdr(&f, kHdr + 64), 0) << "flag " << int(bad);
+    }
+}
+
 // ---- direct placement exports ----
 
 ntrdma_wire_mr_export Export(u64 first_off, u64 length) {

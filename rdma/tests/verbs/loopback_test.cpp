@@ -219,22 +219,7 @@ TEST_F(Loopback, PeerSegmentsNeverReachALoopbackQp) {
     EXPECT_EQ(wc[0].status, IBV_WC_RETRY_EXC_ERR) << WcStr(wc[0]);
     EXPECT_GT(Counter(a_.name, "nak_no_qp_sent"), naks0) << "not answered as no QP";
     EXPECT_TRUE(PollCq(b_.rcq, 1, 100).empty()) << "the loopback QP took a peer's SEND";
-    std::erase(qps_, pq);
-    EXPECT_EQ(ibv_destroy_qp(pq), 0);
-    std::erase_if(bufs_, [&](const std::unique_ptr<Buf>& b) {
-        if (b.get() != src) {
-            return false;
-        }
-        EXPECT_EQ(ibv_dereg_mr(b->mr), 0);
-        return true;
-    });
-    for (ibv_cq* cq : {p.scq, p.rcq}) {
-        std::erase(cqs_, cq);
-        EXPECT_EQ(ibv_destroy_cq(cq), 0);
-    }
-    std::erase(pds_, p.pd);
-    EXPECT_EQ(ibv_dealloc_pd(p.pd), 0);
-    EXPECT_EQ(ibv_close_device(p.ctx), 0);
+    CloseSide(p);
 }
 
 }  // namespace

@@ -116,6 +116,26 @@ class DataPath : public ::testing::Test {
         s->lid = p.lid;
     }
 
+    // Close a third side @s opened with Open(): everything of its context
+    // that this fixture holds goes first (QPs, MRs, CQs, PDs).
+    void CloseSide(Side& s) {
+        auto done = [](int rc) {
+            EXPECT_EQ(rc, 0);
+            return true;
+        };
+        std::erase_if(qps_,
+                      [&](ibv_qp* qp) { return qp->context == s.ctx && done(ibv_destroy_qp(qp)); });
+        std::erase_if(bufs_, [&](const std::unique_ptr<Buf>& b) {
+            return b->mr && b->mr->context == s.ctx && done(ibv_dereg_mr(b->mr));
+        });
+        std::erase_if(cqs_,
+                      [&](ibv_cq* cq) { return cq->context == s.ctx && done(ibv_destroy_cq(cq)); });
+        std::erase_if(pds_,
+                      [&](ibv_pd* pd) { return pd->context == s.ctx && done(ibv_dealloc_pd(pd)); });
+        done(ibv_close_device(s.ctx));
+        s.ctx = nullptr;
+    }
+
     ibv_pd* AllocPd(Side& s) {
         ibv_pd* pd = ibv_alloc_pd(s.ctx);
         if (pd) {
