@@ -50,7 +50,7 @@ ip addr replace 10.79.5.1/24 dev "$NETDEV"
 declare -A CORE_LIMIT=(
 	[test_rdmacm.CMTestCase.test_rdmacm_async_traffic]="asserts that query_qp reports the ACK timeout set with rdma_set_option(): rdma_cm applies it in rdma_init_qp_attr() only when IB_QP_TIMEOUT is in the mask, which iw_cm_init_qp_attr() never sets, so no iWARP-CM driver (siw, cxgb4) ever sees it"
 	[test_rdmacm.CMTestCase.test_rdmacm_async_traffic_external_qp]="expects RDMA_CM_EVENT_CONNECT_RESPONSE for a connect without a QP on the cm_id: rdma_cm's iWARP handler (cma_iw_handler) reports every CONNECT_REPLY as ESTABLISHED"
-	[test_rdmacm.CMTestCase.test_rdmacm_async_udp_traffic]="rdma_cm's UDP port space: on an iWARP-CM port rdma_connect() goes through iw_cm_connect() (an RC handshake), not the IB CM's SIDR that gives the UD address; and ntrdma has no UD QPs yet"
+	[test_rdmacm.CMTestCase.test_rdmacm_async_udp_traffic]="rdma_cm's UDP port space needs the IB CM: on an iWARP-CM port rdma_init_qp_attr() gives a UD QP iWARP's INIT attributes (state and access, no P_Key, port or Q_Key), which the IB rules for a UD QP refuse (EINVAL), and rdma_connect() is an iw_cm RC handshake, not the IB CM's SIDR that tells the UD address"
 )
 
 out=$NTRDMA_OUT/pyverbs.$$

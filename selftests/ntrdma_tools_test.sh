@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
 # Unmodified RDMA tools over NTRDMA's verbs face: rdma-core's ibv_devices,
-# ibv_devinfo, ibv_rc_pingpong and ibv_srq_pingpong, perftest (ib_*_bw,
+# ibv_devinfo, ibv_rc_pingpong, ibv_srq_pingpong and ibv_ud_pingpong, perftest (ib_*_bw,
 # ib_*_lat) and qperf, each run between the two ends of the NTB (loop: the
 # two ntrdma devices of this host; pair: this host and the peer).
 # Every tool run is one subtest: it passes when the client (and the server)
@@ -28,7 +28,7 @@ mkdir -p "$OUT"
 
 # name|kind: kind is how the figure is parsed (see run_pp / run_perftest /
 # run_qperf below).
-NTESTS=25
+NTESTS=26
 
 ktap_header
 ktap_plan $NTESTS
@@ -204,7 +204,7 @@ else
 	ktap_fail "ibv_devinfo -v"
 fi
 
-# ---- 3-7: rdma-core's ping-pong examples -----------------------------------------------
+# ---- 3-8: rdma-core's ping-pong examples -----------------------------------------------
 # "8192000 bytes in 0.08 seconds = 819.20 Mbit/sec" and "... = 80.00 usec/iter"
 # from both ends; -c makes the receiving end check the data.
 run_pp() { # NAME TOOL ARGS...
@@ -228,8 +228,10 @@ run_pp "ibv_rc_pingpong -s 65536" ibv_rc_pingpong -c -s 65536 -n 200
 run_pp "ibv_rc_pingpong -s 1048576" ibv_rc_pingpong -c -s 1048576 -n 20
 run_pp "ibv_rc_pingpong -e (CQ events)" ibv_rc_pingpong -c -e -s 4096 -n 500
 run_pp "ibv_srq_pingpong" ibv_srq_pingpong -c -q 4 -s 4096 -n 100
+# UD: datagrams of up to the port MTU (4096), a 40-byte GRH before each
+run_pp "ibv_ud_pingpong -s 2048" ibv_ud_pingpong -c -s 2048 -n 500
 
-# ---- 8-15: perftest ----------------------------------------------------------------------
+# ---- 9-16: perftest ----------------------------------------------------------------------
 # Without rdma_cm: the QPs are connected over perftest's own TCP exchange,
 # -x GID index, -F no cpufreq warning. The result line follows the
 # " #bytes ..." header: bandwidth tests print BW average (MB/s, column 4),
@@ -288,7 +290,7 @@ run_perftest write_lat -s 2 -n 1000
 run_perftest read_lat -s 2 -n 1000
 run_perftest atomic_lat -n 1000
 
-# ---- 16-21: qperf --------------------------------------------------------------------------
+# ---- 17-22: qperf --------------------------------------------------------------------------
 # qperf (0.4.11) sets no GRH when it connects QPs itself. ntrdma's port has
 # an InfiniBand link layer, which takes a LID-only address: qperf connects
 # directly, the devices named with -li/-ri, over the tools' TCP address. A
@@ -329,7 +331,7 @@ if [ -n "$QNS" ]; then
 fi
 [ "${TOOLS_DEV:-}" = rxe ] && { rdma link delete rxe1; ip link del tdummy; } 2>/dev/null
 
-# ---- 22-24: the ends are still sane after all of it -------------------------------------
+# ---- 23-26: the ends are still sane after all of it -------------------------------------
 st=$(port_state "$CDEV")
 ktap_check "client port after the tools: ${st:-?}" test "$st" = PORT_ACTIVE
 sst=$(srv_sh "ibv_devinfo -d $SDEV" 2>/dev/null | sed -n 's/^[[:space:]]*state:[[:space:]]*\([A-Z_]*\).*/\1/p' | head -1)
@@ -341,7 +343,7 @@ leak() { rdma resource show qp link "$CDEV/1" 2>/dev/null | grep -v 'type GSI\|t
 wait_for 5 eval '[ "$(leak)" = 0 ]'
 ktap_check "no QP left on $CDEV after the tools exited ($(leak) left)" test "$(leak)" = 0
 
-# 25: rdma statistic shows the traffic (the device's hardware counters)
+# 26: rdma statistic shows the traffic (the device's hardware counters)
 stat_of() { rdma statistic show link "$CDEV/1" 2>/dev/null | tr ' ' '\n' | awk -v k="$1" '$0 == k { getline; print; exit }'; }
 txb=$(stat_of tx_bytes) rxs=$(stat_of rx_segments)
 ktap_diag "rdma statistic $CDEV/1: $(rdma statistic show link "$CDEV/1" 2>/dev/null | cut -c1-300)"

@@ -479,7 +479,11 @@ static int ntr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct ibv_send_wr *dummy;
 	int rc;
 
-	if (ibqp->srq) {	/* receives go to the SRQ */
+	/*
+	 * Receives go to the SRQ; none in RESET (libibverbs keeps the state
+	 * its modify_qp set, and only that leads to RESET).
+	 */
+	if (ibqp->srq || ibqp->state == IBV_QPS_RESET) {
 		*bad_wr = wr;
 		return EINVAL;
 	}
