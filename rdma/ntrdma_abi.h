@@ -72,7 +72,14 @@ struct ntrdma_cqe {
 	__u32 vendor_err;
 };
 
-/* Send WQE: opcode is an IBV_WR_* value, flags IBV_SEND_* values. */
+/*
+ * Send WQE: opcode is an IBV_WR_* value, flags IBV_SEND_* values.
+ * LOCAL_INV and SEND_WITH_INV: rkey (and imm_data) the key to invalidate.
+ * BIND_MW: rkey the window's current key (its index names it), imm_data
+ * the key it takes, remote_addr and compare_add the range (length 0:
+ * unbind), swap the MR's lkey (low 32 bits) and the access granted
+ * (IBV_ACCESS_*, high 32 bits).
+ */
 struct ntrdma_send_wqe {
 	__aligned_u64 wr_id;
 	__u32 opcode;

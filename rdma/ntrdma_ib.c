@@ -172,13 +172,16 @@ static int ntrdma_query_device(struct ib_device *ibdev,
 	attr->hw_ver = 1;
 	attr->max_qp = NTRDMA_MAX_QP;
 	attr->max_qp_wr = NTRDMA_MAX_QP_WR;
-	attr->device_cap_flags = IB_DEVICE_MEM_MGT_EXTENSIONS;
+	attr->device_cap_flags = IB_DEVICE_MEM_MGT_EXTENSIONS |
+				 IB_DEVICE_MEM_WINDOW |
+				 IB_DEVICE_MEM_WINDOW_TYPE_2B;
 	attr->max_send_sge = NTRDMA_MAX_SGE;
 	attr->max_recv_sge = NTRDMA_MAX_SGE;
 	attr->max_sge_rd = NTRDMA_MAX_SGE;
 	attr->max_cq = NTRDMA_MAX_CQ;
 	attr->max_cqe = NTRDMA_MAX_CQE;
 	attr->max_mr = NTRDMA_MAX_MR;
+	attr->max_mw = NTRDMA_MAX_MR;	/* they share the key table */
 	attr->max_pd = NTRDMA_MAX_PD;
 	attr->max_qp_rd_atom = NTRDMA_MAX_RD_ATOM;
 	attr->max_qp_init_rd_atom = NTRDMA_MAX_RD_ATOM;
@@ -375,6 +378,7 @@ static const struct ib_device_ops ntrdma_ib_ops = {
 
 	.alloc_hw_port_stats = ntrdma_alloc_hw_port_stats,
 	.alloc_mr = ntrdma_alloc_mr,
+	.alloc_mw = ntrdma_alloc_mw,
 	.alloc_pd = ntrdma_alloc_pd,
 	.alloc_ucontext = ntrdma_alloc_ucontext,
 	.create_cq = ntrdma_create_cq,
@@ -382,6 +386,7 @@ static const struct ib_device_ops ntrdma_ib_ops = {
 	.create_srq = ntrdma_create_srq,
 	.dealloc_pd = ntrdma_dealloc_pd,
 	.dealloc_ucontext = ntrdma_dealloc_ucontext,
+	.dealloc_mw = ntrdma_dealloc_mw,
 	.dereg_mr = ntrdma_dereg_mr,
 	.destroy_cq = ntrdma_destroy_cq,
 	.destroy_qp = ntrdma_destroy_qp,
@@ -420,6 +425,7 @@ static const struct ib_device_ops ntrdma_ib_ops = {
 	.req_notify_cq = ntrdma_req_notify_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_cq, ntrdma_cq, ibcq),
+	INIT_RDMA_OBJ_SIZE(ib_mw, ntrdma_mw, ibmw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, ntrdma_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, ntrdma_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_srq, ntrdma_srq, ibsrq),

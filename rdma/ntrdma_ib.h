@@ -142,6 +142,7 @@ enum ntrdma_mr_kind {
 	NTRDMA_MR_USER,			/* pinned user pages (ib_umem) */
 	NTRDMA_MR_DMA,			/* kernel users: all kernel memory */
 	NTRDMA_MR_FRMR,			/* fast registration (map_mr_sg) */
+	NTRDMA_MR_MW,			/* a memory window (ntrdma_mw.c) */
 };
 
 struct ntrdma_mr {
@@ -159,6 +160,16 @@ struct ntrdma_mr {
 	u32 npages;
 	u32 key;			/* the active lkey == rkey */
 	bool valid;			/* FRMR: between REG_MR and LOCAL_INV */
+	bool mw_bind;			/* IB_ACCESS_MW_BIND */
+	atomic_t mw_bound;		/* windows bound to it */
+	/*
+	 * NTRDMA_MR_MW (under the key table's lock): the window is
+	 * [iova, iova + length) of @parent (a reference) with @access,
+	 * valid while bound.
+	 */
+	struct ntrdma_mr *parent;
+	u8 mw_type;
+	u32 mw_qpn;			/* type 2: the QP it was bound through */
 	refcount_t refs;		/* 1 while registered + data path */
 	struct completion released;
 	/* dereg stopped waiting: the last put frees it (ntrdma_mem.c) */
@@ -170,6 +181,11 @@ struct ntrdma_mr {
 	dma_addr_t *export_dma;		/* the pages, for the NTB device */
 	u32 export_session;		/* 0: not exported */
 	struct list_head export_link;
+};
+
+struct ntrdma_mw {
+	struct ib_mw ibmw;
+	struct ntrdma_mr *win;		/* its entry in the key table */
 };
 
 struct ntrdma_cq {
@@ -545,6 +561,20 @@ void ntrdma_mr_put(struct ntrdma_mr *mr);
 int ntrdma_mr_fast_reg(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 		       struct ib_pd *pd, u32 key, int access);
 int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key);
+struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib, struct ib_pd *pd,
+				enum ntrdma_mr_kind kind, int access);
+void ntrdma_mr_publish(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
+struct ntrdma_mr *ntrdma_rkey_get(struct ntrdma_qp *qp, u32 key, int access,
+				  u64 addr, u64 len);
+
+/* ntrdma_mw.c: memory windows */
+int ntrdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int ntrdma_dealloc_mw(struct ib_mw *ibmw);
+int ntrdma_mw_bind(struct ntrdma_qp *qp, const struct ntrdma_send_wqe *q);
+int ntrdma_mw_invalidate(struct ntrdma_mr *win, struct ib_pd *pd, u32 key,
+			 struct ntrdma_mr **parent);
+struct ntrdma_mr *ntrdma_mw_target(struct ntrdma_mr *win, struct ntrdma_qp *qp,
+				   int access, u64 addr, u64 len);
 
 /* ntrdma_cq.c */
 int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,

@@ -123,10 +123,7 @@ int ntrdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 /* Optional bits (relaxed ordering...) are hints we may ignore. */
 static int ntrdma_check_access(int access)
 {
-	access &= ~IB_ACCESS_OPTIONAL;
-	/* A feature the device does not have (memory windows): say so. */
-	if (access & IB_ACCESS_MW_BIND)
-		return -EOPNOTSUPP;
+	access &= ~(IB_ACCESS_OPTIONAL | IB_ACCESS_MW_BIND);
 	if (access & ~NTRDMA_ACCESS_SUPPORTED)
 		return -EINVAL;
 	/* Remote writers need local write, as the IB spec (and core) say. */
@@ -174,6 +171,8 @@ static struct ntrdma_mr *ntrdma_mr_alloc(struct ntrdma_ib *nib,
 	mr->kind = kind;
 	mr->index = key >> 8;
 	mr->access = access & NTRDMA_ACCESS_SUPPORTED;
+	mr->mw_bind = access & IB_ACCESS_MW_BIND;
+	atomic_set(&mr->mw_bound, 0);
 	/* Set before publishing (the core sets them again on return). */
 	mr->ibmr.device = pd->device;
 	mr->ibmr.pd = pd;
@@ -190,9 +189,18 @@ static struct ntrdma_mr *ntrdma_mr_alloc(struct ntrdma_ib *nib,
 	return mr;
 }
 
-static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
-				       struct ib_pd *pd,
-				       enum ntrdma_mr_kind kind, int access)
+/**
+ * ntrdma_mr_new() - a new entry of the key table, not published yet
+ * @nib: the device
+ * @pd: its PD
+ * @kind: what it is
+ * @access: IB_ACCESS_* flags (checked)
+ *
+ * Return: the entry under a fresh key (a reserved index, a new tag), or an
+ * ERR_PTR.
+ */
+struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib, struct ib_pd *pd,
+				enum ntrdma_mr_kind kind, int access)
 {
 	struct ntrdma_mr *mr;
 	u32 index;
@@ -217,7 +225,12 @@ static struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib,
 	return mr;
 }
 
-static void ntrdma_mr_publish(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+/**
+ * ntrdma_mr_publish() - make a complete entry of ntrdma_mr_new() findable
+ * @nib: the device
+ * @mr: the entry (its index reserved)
+ */
+void ntrdma_mr_publish(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 {
 	/* The index is reserved: storing into it does not allocate. */
 	xa_store_irq(&nib->mr_xa, mr->index, mr, GFP_KERNEL);
@@ -235,6 +248,14 @@ static void ntrdma_mr_drop(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
  * reference the caller drops with ntrdma_mr_put() once the transfer that
  * uses it has completed.
  */
+/* @mr (the key table's lock held) for @pd and @access, with a reference. */
+static bool ntrdma_mr_usable(struct ntrdma_mr *mr, struct ib_pd *pd,
+			     int access)
+{
+	return mr->kind != NTRDMA_MR_MW && mr->valid && mr->ibmr.pd == pd &&
+	       !(access & ~mr->access) && refcount_inc_not_zero(&mr->refs);
+}
+
 struct ntrdma_mr *ntrdma_mr_get(struct ntrdma_ib *nib, u32 key,
 				struct ib_pd *pd, int access)
 {
@@ -243,11 +264,42 @@ struct ntrdma_mr *ntrdma_mr_get(struct ntrdma_ib *nib, u32 key,
 
 	xa_lock_irqsave(&nib->mr_xa, flags);
 	mr = xa_load(&nib->mr_xa, key >> 8);
-	if (mr && (mr->key != key || !mr->valid || mr->ibmr.pd != pd ||
-		   (access & ~mr->access) ||
-		   !refcount_inc_not_zero(&mr->refs)))
+	if (mr && (mr->key != key || !ntrdma_mr_usable(mr, pd, access)))
 		mr = NULL;
 	xa_unlock_irqrestore(&nib->mr_xa, flags);
+	return mr;
+}
+
+/**
+ * ntrdma_rkey_get() - the MR a remote access names, every check done
+ * @qp: the responder's QP
+ * @key: the rkey: an MR's, or a memory window's (ntrdma_mw.c)
+ * @access: the IB_ACCESS_REMOTE_* bit the access needs
+ * @addr: its first byte
+ * @len: its bytes (inside the MR, and inside the window if one)
+ *
+ * Return: the MR with a reference (ntrdma_mr_put() when done), or NULL.
+ */
+struct ntrdma_mr *ntrdma_rkey_get(struct ntrdma_qp *qp, u32 key, int access,
+				  u64 addr, u64 len)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	struct ntrdma_mr *mr;
+	unsigned long flags;
+
+	xa_lock_irqsave(&nib->mr_xa, flags);
+	mr = xa_load(&nib->mr_xa, key >> 8);
+	if (mr && mr->key != key)
+		mr = NULL;
+	else if (mr && mr->kind == NTRDMA_MR_MW)
+		mr = ntrdma_mw_target(mr, qp, access, addr, len);
+	else if (mr && !ntrdma_mr_usable(mr, qp->ibqp.pd, access))
+		mr = NULL;
+	xa_unlock_irqrestore(&nib->mr_xa, flags);
+	if (mr && ntrdma_mr_check(mr, addr, len)) {
+		ntrdma_mr_put(mr);
+		mr = NULL;
+	}
 	return mr;
 }
 
@@ -289,10 +341,13 @@ int ntrdma_mr_fast_reg(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 	return 0;
 }
 
-/* IB_WR_LOCAL_INV (kernel QPs): the fast-reg MR of @key stops working. */
+/*
+ * IB_WR_LOCAL_INV, SEND_WITH_INV: the fast-reg MR (kernel QPs) or type 2
+ * window of @key stops working. 0 or -EINVAL.
+ */
 int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key)
 {
-	struct ntrdma_mr *mr;
+	struct ntrdma_mr *mr, *parent = NULL;
 	unsigned long flags;
 	int rc = -EINVAL;
 
@@ -302,8 +357,12 @@ int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key)
 	    mr->ibmr.pd == pd) {
 		mr->valid = false;
 		rc = 0;
+	} else if (mr && mr->kind == NTRDMA_MR_MW) {
+		rc = ntrdma_mw_invalidate(mr, pd, key, &parent);
 	}
 	xa_unlock_irqrestore(&nib->mr_xa, flags);
+	if (parent)
+		ntrdma_mr_put(parent);
 	return rc;
 }
 
@@ -555,6 +614,8 @@ struct ib_mr *ntrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 
 	if (old->kind != NTRDMA_MR_USER)
 		return ERR_PTR(-EINVAL);
+	if (atomic_read(&old->mw_bound))
+		return ERR_PTR(-EBUSY);	/* windows are bound to it */
 	if (!(flags & IB_MR_REREG_TRANS)) {
 		start = old->umem->address;
 		length = old->umem->length;
@@ -656,6 +717,8 @@ int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 
 	bool revoked;
 
+	if (atomic_read(&mr->mw_bound))
+		return -EBUSY;	/* windows are bound to it: unbind them first */
 	/*
 	 * No new users; the peer stops placing into it (else it is not
 	 * worth waiting: the export's reference stays until the peer

@@ -64,6 +64,8 @@ static enum ib_wc_opcode wc_opcode(u32 opcode)
 		return IB_WC_REG_MR;
 	case IB_WR_LOCAL_INV:
 		return IB_WC_LOCAL_INV;
+	case IB_WR_BIND_MW:
+		return IB_WC_BIND_MW;
 	default:
 		return IB_WC_SEND;
 	}
@@ -116,9 +118,17 @@ static int req_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	}
 	switch (q->opcode) {
 	case IB_WR_REG_MR:
-	case IB_WR_LOCAL_INV:
-		/* Local operations of kernel users, done in SQ order. */
+		/* Local operations, done in SQ order: REG_MR for kernel QPs,
+		 * BIND_MW for user QPs, LOCAL_INV for both.
+		 */
 		if (qp->user)
+			return IB_WC_LOC_QP_OP_ERR;
+		fallthrough;
+	case IB_WR_LOCAL_INV:
+		w->len = 0;
+		return 0;
+	case IB_WR_BIND_MW:
+		if (!qp->user)
 			return IB_WC_LOC_QP_OP_ERR;
 		w->len = 0;
 		return 0;
@@ -355,12 +365,17 @@ static int req_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	return rc == 1 ? 0 : rc;
 }
 
-/* REG_MR, LOCAL_INV (kernel QPs): done now, in SQ order; never sent. */
+/* REG_MR, LOCAL_INV, BIND_MW: done now, in SQ order; never sent. */
 static void req_local_op(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
 	int rc;
 
+	if (w->w.opcode == IB_WR_BIND_MW) {
+		if (ntrdma_mw_bind(qp, &w->w))
+			w->status = IB_WC_MW_BIND_ERR;
+		goto done;
+	}
 	if (w->w.opcode == IB_WR_REG_MR)
 		rc = ntrdma_mr_fast_reg(nib, (struct ntrdma_mr *)(uintptr_t)
 					w->w.remote_addr, qp->ibqp.pd,
@@ -369,6 +384,7 @@ static void req_local_op(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		rc = ntrdma_mr_local_inv(nib, qp->ibqp.pd, w->w.rkey);
 	if (rc)
 		w->status = IB_WC_LOC_QP_OP_ERR;
+done:
 	w->done = true;
 	qp->req_skipped = true;	/* its msn never reaches the responder */
 }
@@ -433,6 +449,7 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	switch (w->w.opcode) {
 	case IB_WR_REG_MR:
 	case IB_WR_LOCAL_INV:
+	case IB_WR_BIND_MW:
 		req_local_op(qp, w);
 		return 0;
 	case IB_WR_RDMA_WRITE:

@@ -206,19 +206,9 @@ int ntrdma_resp_take_wqe(struct ntrdma_qp *qp)
 static struct ntrdma_mr *resp_rkey(struct ntrdma_qp *qp,
 				   const struct ntrdma_vx_hdr *h, int access)
 {
-	struct ntrdma_mr *mr;
-
 	if (!(qp->qp_access_flags & access))
 		return NULL;
-	mr = ntrdma_mr_get(to_nib(qp->ibqp.device), h->rkey, qp->ibqp.pd,
-			   access);
-	if (!mr)
-		return NULL;
-	if (ntrdma_mr_check(mr, h->raddr, h->total)) {
-		ntrdma_mr_put(mr);
-		return NULL;
-	}
-	return mr;
+	return ntrdma_rkey_get(qp, h->rkey, access, h->raddr, h->total);
 }
 
 static void resp_atomic(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)

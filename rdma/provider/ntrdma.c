@@ -547,6 +547,17 @@ static int ntr_build_send_wqe(struct ntr_qp *qp, struct ntrdma_send_wqe *wqe,
 		wqe->compare_add = wr->wr.atomic.compare_add;
 		wqe->swap = wr->wr.atomic.swap;
 		break;
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_LOCAL_INV:
+		/* the rkey to invalidate (a union with imm_data) */
+		wqe->rkey = wr->invalidate_rkey;
+		break;
+	case IBV_WR_BIND_MW:
+		if (!wr->bind_mw.mw)
+			return EINVAL;
+		ntr_set_bind(wqe, wr->bind_mw.mw, wr->bind_mw.rkey,
+			     &wr->bind_mw.bind_info);
+		break;
 	case IBV_WR_SEND:
 	case IBV_WR_SEND_WITH_IMM:
 		if (qp->vqp.qp.qp_type != IBV_QPT_UD)
@@ -575,6 +586,84 @@ void ntr_set_ud_addr(struct ntrdma_send_wqe *wqe, struct ibv_ah *ah,
 	wqe->remote_qpn = remote_qpn;
 	wqe->rkey = remote_qkey;
 	wqe->ud_flags = to_ah(ah)->loopback ? NTRDMA_UD_LOOPBACK : 0;
+}
+
+/**
+ * ntr_set_bind() - a BIND_MW WQE (ntrdma_abi.h: how the kernel reads it)
+ * @wqe: the WQE
+ * @mw: the window (its current key names it)
+ * @rkey: the key it takes
+ * @info: the MR, range and access (no MR: unbind, type 1)
+ */
+void ntr_set_bind(struct ntrdma_send_wqe *wqe, struct ibv_mw *mw,
+		  uint32_t rkey, const struct ibv_mw_bind_info *info)
+{
+	wqe->rkey = mw->rkey;
+	wqe->imm_data = rkey;
+	wqe->remote_addr = info->addr;
+	wqe->compare_add = info->mr ? info->length : 0;
+	wqe->swap = (uint64_t)info->mw_access_flags << 32 |
+		    (info->mr ? info->mr->lkey : 0);
+}
+
+/* ---- MW ---- */
+
+static int ntr_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr);
+
+static struct ibv_mw *ntr_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct ib_uverbs_alloc_mw_resp resp;
+	struct ibv_alloc_mw cmd;
+	struct ibv_mw *mw;
+	int rc;
+
+	mw = calloc(1, sizeof(*mw));
+	if (!mw) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	rc = ibv_cmd_alloc_mw(pd, type, mw, &cmd, sizeof(cmd), &resp,
+			      sizeof(resp));
+	if (rc) {
+		free(mw);
+		errno = rc;
+		return NULL;
+	}
+	return mw;
+}
+
+static int ntr_dealloc_mw(struct ibv_mw *mw)
+{
+	int rc = ibv_cmd_dealloc_mw(mw);
+
+	if (!rc)
+		free(mw);
+	return rc;
+}
+
+/*
+ * ibv_bind_mw() (type 1): a BIND_MW work request in the SQ; the window's
+ * key changes (its tag) at once here, in the kernel when the WQE runs.
+ */
+static int ntr_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		       struct ibv_mw_bind *bind)
+{
+	struct ibv_send_wr wr = {
+		.wr_id = bind->wr_id,
+		.opcode = IBV_WR_BIND_MW,
+		.send_flags = bind->send_flags,
+	};
+	struct ibv_send_wr *bad;
+	int rc;
+
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = bind->bind_info;
+	rc = ntr_post_send(qp, &wr, &bad);
+	if (!rc)
+		mw->rkey = wr.bind_mw.rkey;
+	return rc;
 }
 
 /* ---- AH (UD) ---- */
@@ -770,13 +859,16 @@ static int ntr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 static void ntr_free_context(struct ibv_context *ibctx);
 
 static const struct verbs_context_ops ntr_ctx_ops = {
+	.alloc_mw = ntr_alloc_mw,
 	.alloc_pd = ntr_alloc_pd,
+	.bind_mw = ntr_bind_mw,
 	.create_ah = ntr_create_ah,
 	.create_cq = ntr_create_cq,
 	.create_cq_ex = ntr_create_cq_ex,
 	.create_qp = ntr_create_qp,
 	.create_qp_ex = ntr_create_qp_ex,
 	.create_srq = ntr_create_srq,
+	.dealloc_mw = ntr_dealloc_mw,
 	.dealloc_pd = ntr_dealloc_pd,
 	.dereg_mr = ntr_dereg_mr,
 	.destroy_ah = ntr_destroy_ah,

@@ -119,6 +119,8 @@ static inline void *ring_slot(struct ntr_ring *r, uint32_t idx)
 int ntr_sq_publish(struct ntr_qp *qp, uint32_t start, uint32_t prod);
 void ntr_set_ud_addr(struct ntrdma_send_wqe *wqe, struct ibv_ah *ah,
 		     uint32_t remote_qpn, uint32_t remote_qkey);
+void ntr_set_bind(struct ntrdma_send_wqe *wqe, struct ibv_mw *mw,
+		  uint32_t rkey, const struct ibv_mw_bind_info *info);
 
 /* ntrdma.c */
 struct ntr_cq *ntr_cq_create(struct ibv_context *context, int cqe,
@@ -133,7 +135,8 @@ struct ibv_cq_ex *ntr_create_cq_ex(struct ibv_context *context,
 	(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |       \
 	 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |                   \
 	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |         \
-	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |         \
+	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
 void ntr_wr_init(struct ntr_qp *qp);
 
 #endif /* NTRDMA_PROVIDER_H */

@@ -159,7 +159,7 @@ typedef void (*ntr_unused_op)(void);
 struct verbs_context_ops {
 	ntr_unused_op advise_mr;
 	ntr_unused_op alloc_dm;
-	ntr_unused_op alloc_mw;
+	struct ibv_mw *(*alloc_mw)(struct ibv_pd *pd, enum ibv_mw_type type);
 	ntr_unused_op alloc_null_mr;
 	ntr_unused_op alloc_parent_domain;
 	struct ibv_pd *(*alloc_pd)(struct ibv_context *context);
@@ -167,7 +167,8 @@ struct verbs_context_ops {
 	ntr_unused_op async_event;
 	ntr_unused_op attach_counters_point_flow;
 	ntr_unused_op attach_mcast;
-	ntr_unused_op bind_mw;
+	int (*bind_mw)(struct ibv_qp *qp, struct ibv_mw *mw,
+		       struct ibv_mw_bind *mw_bind);
 	ntr_unused_op close_xrcd;
 	ntr_unused_op cq_event;
 	struct ibv_ah *(*create_ah)(struct ibv_pd *pd, struct ibv_ah_attr *attr);
@@ -188,7 +189,7 @@ struct verbs_context_ops {
 				      struct ibv_srq_init_attr *attr);
 	ntr_unused_op create_srq_ex;
 	ntr_unused_op create_wq;
-	ntr_unused_op dealloc_mw;
+	int (*dealloc_mw)(struct ibv_mw *mw);
 	int (*dealloc_pd)(struct ibv_pd *pd);
 	ntr_unused_op dealloc_td;
 	int (*dereg_mr)(struct verbs_mr *vmr);
@@ -267,6 +268,7 @@ _Static_assert(sizeof(struct verbs_context_ops) == 76 * sizeof(void *),
 NTR_DECLARE_CMD(ibv_get_context, ib_uverbs_get_context);
 NTR_DECLARE_CMD(ibv_query_port, ib_uverbs_query_port);
 NTR_DECLARE_CMD(ibv_alloc_pd, ib_uverbs_alloc_pd);
+NTR_DECLARE_CMD(ibv_alloc_mw, ib_uverbs_alloc_mw);
 NTR_DECLARE_CMD(ibv_reg_mr, ib_uverbs_reg_mr);
 NTR_DECLARE_CMD(ibv_rereg_mr, ib_uverbs_rereg_mr);
 NTR_DECLARE_CMD(ibv_create_cq, ib_uverbs_create_cq);
@@ -305,6 +307,11 @@ int ibv_cmd_alloc_pd(struct ibv_context *context, struct ibv_pd *pd,
 		     struct ibv_alloc_pd *cmd, size_t cmd_size,
 		     struct ib_uverbs_alloc_pd_resp *resp, size_t resp_size);
 int ibv_cmd_dealloc_pd(struct ibv_pd *pd);
+int ibv_cmd_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type,
+		     struct ibv_mw *mw, struct ibv_alloc_mw *cmd,
+		     size_t cmd_size, struct ib_uverbs_alloc_mw_resp *resp,
+		     size_t resp_size);
+int ibv_cmd_dealloc_mw(struct ibv_mw *mw);
 int ibv_cmd_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 		   uint64_t hca_va, int access, struct verbs_mr *vmr,
 		   struct ibv_reg_mr *cmd, size_t cmd_size,

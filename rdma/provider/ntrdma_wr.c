@@ -99,6 +99,33 @@ static void wr_send_imm(struct ibv_qp_ex *qpx, __be32 imm_data)
 		wqe->imm_data = imm_data;
 }
 
+static void wr_send_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct ntrdma_send_wqe *wqe = wr_new(qpx, IBV_WR_SEND_WITH_INV);
+
+	if (wqe) {
+		wqe->imm_data = invalidate_rkey;
+		wqe->rkey = invalidate_rkey;
+	}
+}
+
+static void wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
+{
+	struct ntrdma_send_wqe *wqe = wr_new(qpx, IBV_WR_LOCAL_INV);
+
+	if (wqe)
+		wqe->rkey = invalidate_rkey;
+}
+
+static void wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
+		       uint32_t rkey, const struct ibv_mw_bind_info *info)
+{
+	struct ntrdma_send_wqe *wqe = wr_new(qpx, IBV_WR_BIND_MW);
+
+	if (wqe)
+		ntr_set_bind(wqe, mw, rkey, info);
+}
+
 static void wr_rdma_write(struct ibv_qp_ex *qpx, uint32_t rkey,
 			  uint64_t remote_addr)
 {
@@ -236,6 +263,9 @@ void ntr_wr_init(struct ntr_qp *qp)
 	qpx->wr_abort = wr_abort;
 	qpx->wr_send = wr_send;
 	qpx->wr_send_imm = wr_send_imm;
+	qpx->wr_send_inv = wr_send_inv;
+	qpx->wr_local_inv = wr_local_inv;
+	qpx->wr_bind_mw = wr_bind_mw;
 	qpx->wr_rdma_write = wr_rdma_write;
 	qpx->wr_rdma_write_imm = wr_rdma_write_imm;
 	qpx->wr_rdma_read = wr_rdma_read;
