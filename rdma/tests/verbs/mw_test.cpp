@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// Memory windows (rdma/ntrdma_mw.c) on an RC connection of one device
+// (both topologies): the responder b_ binds windows onto an MR of its own
+// (registered with MW_BIND, no remote access of its own) and the requester
+// a_ reaches the MR only through them. Checked beyond rdma-core's suite:
+// the window's range and access bound every remote access, a window key is
+// no lkey, binds that break the rules complete MW_BIND_ERR, a bound type 2
+// window is not bound again, an MR with a bound window is not deregistered
+// (EBUSY), and unbinding (type 1) or invalidating (type 2) takes effect.
+#include "verbs_datapath.hpp"
+
+namespace ntv {
+namespace {
+
+constexpr size_t kLen = 8192;
+constexpr int kMwBind = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
+
+class Mw : public SameDevice {
+  protected:
+    void SetUp() override {
+        SameDevice::SetUp();
+        c_ = Connect();
+        mr_ = Reg(b_, kLen, kMwBind);
+        src_ = Reg(a_, kLen, kLocal);
+        ASSERT_FALSE(HasFailure());
+        Fill(src_->p(), kLen, 3);
+    }
+
+    void TearDown() override {
+        for (ibv_mw* mw : mws_) {
+            EXPECT_EQ(ibv_dealloc_mw(mw), 0);
+        }
+        SameDevice::TearDown();
+    }
+
+    ibv_mw* AllocMw(ibv_mw_type type) {
+        ibv_mw* mw = ibv_alloc_mw(b_.pd, type);
+        if (!mw) {
+            ADD_FAILURE() << "ibv_alloc_mw: " << std::strerror(errno);
+        } else {
+            mws_.push_back(mw);
+        }
+        return mw;
+    }
+
+    // Bind @mw (type 1, ibv_bind_mw) to [off, off + len) of @mr through
+    // the responder's QP; the completion's status.
+    ibv_wc_status Bind1(ibv_mw* mw, Buf* mr, size_t off, size_t len, unsigned access) {
+        ibv_mw_bind b{};
+        b.wr_id = 77;
+        b.send_flags = IBV_SEND_SIGNALED;
+        b.bind_info.mr = mr->mr;
+        b.bind_info.addr = mr->addr(off);
+        b.bind_info.length = len;
+        b.bind_info.mw_access_flags = access;
+        EXPECT_EQ(ibv_bind_mw(c_.b, mw, &b), 0);
+        return BindStatus();
+    }
+
+    // Bind @mw (type 2, IBV_WR_BIND_MW) with key @rkey; the status.
+    ibv_wc_status Bind2(ibv_mw* mw, uint32_t rkey, Buf* mr, size_t off, size_t len,
+                        unsigned access) {
+        ibv_send_wr wr{};
+        ibv_send_wr* bad = nullptr;
+        wr.wr_id = 78;
+        wr.opcode = IBV_WR_BIND_MW;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.bind_mw.mw = mw;
+        wr.bind_mw.rkey = rkey;
+        wr.bind_mw.bind_info.mr = mr->mr;
+        wr.bind_mw.bind_info.addr = mr->addr(off);
+        wr.bind_mw.bind_info.length = len;
+        wr.bind_mw.bind_info.mw_access_flags = access;
+        EXPECT_EQ(ibv_post_send(c_.b, &wr, &bad), 0);
+        return BindStatus();
+    }
+
+    ibv_wc_status BindStatus() {
+        std::vector<ibv_wc> wc = PollCq(b_.scq, 1);
+        if (wc.size() != 1) {
+            ADD_FAILURE() << "no bind completion";
+            return IBV_WC_GENERAL_ERR;
+        }
+        EXPECT_EQ(wc[0].opcode, IBV_WC_BIND_MW) << WcStr(wc[0]);
+        return wc[0].status;
+    }
+
+    // An RDMA @op of @len bytes at @off of the MR through @rkey; its status.
+    // (from @requester, default c_.a)
+    ibv_wc_status Access(ibv_wr_opcode op, uint32_t rkey, size_t off, uint32_t len,
+                         ibv_qp* requester = nullptr) {
+        Wr w = WriteWr(5, src_->sge(0, len), mr_, off);
+        w.op = op;
+        w.rkey = rkey;
+        EXPECT_EQ(Post(requester ? requester : c_.a, w), 0);
+        std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
+        if (wc.size() != 1) {
+            ADD_FAILURE() << "no completion";
+            return IBV_WC_GENERAL_ERR;
+        }
+        return wc[0].status;
+    }
+
+    Conn c_;
+    Buf* mr_ = nullptr;
+    Buf* src_ = nullptr;
+    std::vector<ibv_mw*> mws_;
+};
+
+// Type 1: WRITE and READ inside the window land; the data is the MR's.
+TEST_F(Mw, Type1WriteAndReadThroughTheWindow) {
+    ibv_mw* mw = AllocMw(IBV_MW_TYPE_1);
+    ASSERT_NE(mw, nullptr);
+    const uint32_t before = mw->rkey;
+    ASSERT_EQ(Bind1(mw, mr_, 4096, 4096, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ),
+              IBV_WC_SUCCESS);
+    EXPECT_NE(mw->rkey, before) << "ibv_bind_mw gives the window a new key";
+    EXPECT_EQ(mw->rkey >> 8, before >> 8) << "on its own index";
+    ASSERT_EQ(Access(IBV_WR_RDMA_WRITE, mw->rkey, 4096, 4096), IBV_WC_SUCCESS);
+    EXPECT_EQ(FirstDiff(src_->p(), mr_->p(4096), 4096), -1);
+    std::memset(src_->p(), 0, 4096);
+    ASSERT_EQ(Access(IBV_WR_RDMA_READ, mw->rkey, 4096, 4096), IBV_WC_SUCCESS);
+    EXPECT_EQ(FirstDiff(src_->p(), mr_->p(4096), 4096), -1);
+}
+
+// One byte before the window: a remote access error (the QP fails).
+TEST_F(Mw, OutsideTheWindowIsARemoteAccessError) {
+    ibv_mw* mw = AllocMw(IBV_MW_TYPE_1);
+    ASSERT_NE(mw, nullptr);
+    ASSERT_EQ(Bind1(mw, mr_, 4096, 4096, IBV_ACCESS_REMOTE_WRITE), IBV_WC_SUCCESS);
+    EXPECT_EQ(Access(IBV_WR_RDMA_WRITE, mw->rkey, 4095, 64), IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(mr_->p(4095)[0], 0) << "a byte outside the window was written";
+}
+
+// The window grants READ only: a WRITE through it fails.
+TEST_F(Mw, TheWindowsAccessBoundsIt) {
+    ibv_mw* mw = AllocMw(IBV_MW_TYPE_1);
+    ASSERT_NE(mw, nullptr);
+    ASSERT_EQ(Bind1(mw, mr_, 0, kLen, IBV_ACCESS_REMOTE_READ), IBV_WC_SUCCESS);
+    EXPECT_EQ(Access(IBV_WR_RDMA_WRITE, mw->rkey, 0, 64), IBV_WC_REM_ACCESS_ERR);
+}
+
+// Type 1 bound with length 0: unbound, its old key no longer works.
+TEST_F(Mw, Type1UnbindEndsRemoteAccess) {
+    ibv_mw* mw = AllocMw(IBV_MW_TYPE_1);
+    ASSERT_NE(mw, nullptr);
+    ASSERT_EQ(Bind1(mw, mr_, 0, kLen, IBV_ACCESS_REMOTE_WRITE), IBV_WC_SUCCESS);
+    const uint32_t bound = mw->rkey;
+    ASSERT_EQ(Access(IBV_WR_RDMA_WRITE, bound, 0, 64), IBV_WC_SUCCESS);
+    ASSERT_EQ(Bind1(mw, mr_, 0, 0, 0), IBV_WC_SUCCESS);
+    EXPECT_EQ(Access(IBV_WR_RDMA_WRITE, bound, 0, 64), IBV_WC_REM_ACCESS_ERR);
+}
+
+// An MR without MW_BIND takes no window.
+TEST_F(Mw, BindNeedsAnMrWithMwBind) {
+    Buf* plain = Reg(b_, 4096, kLocal);
+    ibv_mw* mw = AllocMw(IBV_MW_TYPE_2);
+    ASSERT_FALSE(HasFailure());
+    EXPECT_EQ(Bind2(mw, ibv_inc_rkey(mw->rkey), plain, 0, 4096, IBV_ACCESS_REMOTE_WRITE),
+              IBV_WC_MW_BIND_ERR);
+}
+
+TEST_F(Mw, WindowKeyAsLkeyIsAProtectionError) {
+    ibv_mw* mw = AllocMw(IBV_MW_TYPE_1);
+    ASSERT_NE(mw, nullptr);
+    ASSERT_EQ(Bind1(mw, mr_, 0, kLen, IBV_ACCESS_REMOTE_WRITE), IBV_WC_SUCCESS);
+    // b_ sends from its MR, naming the window's key as the lkey
+    Wr w;
+    w.sge = {ibv_sge{mr_->addr(0), 64, mw->rkey}};
+    ASSERT_EQ(PostRecv(c_.a, 1, {src_->sge(0, 64)}), 0);
+    ASSERT_EQ(Post(c_.b, w), 0);
+    std::vector<ibv_wc> wc = PollCq(b_.scq, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_LOC_PROT_ERR) << WcStr(wc[0]);
+}
+
+// Type 2: bound once (a second bind of the bound window fails), through
+// its QP only; LOCAL_INV frees it for a new bind.
+TEST_F(Mw, Type2BindInvalidateRebind) {
+    ibv_mw* mw = AllocMw(IBV_MW_TYPE_2);
+    ASSERT_NE(mw, nullptr);
+    const uint32_t k1 = ibv_inc_rkey(mw->rkey);
+    ASSERT_EQ(Bind2(mw, k1, mr_, 0, kLen, IBV_ACCESS_REMOTE_WRITE), IBV_WC_SUCCESS);
+    ASSERT_EQ(Access(IBV_WR_RDMA_WRITE, k1, 0, 64), IBV_WC_SUCCESS);
+
+    ibv_send_wr inv{};
+    ibv_send_wr* bad = nullptr;
+    inv.wr_id = 79;
+    inv.opcode = IBV_WR_LOCAL_INV;
+    inv.send_flags = IBV_SEND_SIGNALED;
+    inv.invalidate_rkey = k1;
+    ASSERT_EQ(ibv_post_send(c_.b, &inv, &bad), 0);
+    std::vector<ibv_wc> wc = PollCq(b_.scq, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << WcStr(wc[0]);
+    const uint32_t k2 = ibv_inc_rkey(k1);
+    ASSERT_EQ(Bind2(mw, k2, mr_, 0, 4096, IBV_ACCESS_REMOTE_WRITE), IBV_WC_SUCCESS);
+    EXPECT_EQ(Access(IBV_WR_RDMA_WRITE, k2, 0, 64), IBV_WC_SUCCESS);
+    EXPECT_EQ(Bind2(mw, ibv_inc_rkey(k2), mr_, 0, 64, IBV_ACCESS_REMOTE_WRITE), IBV_WC_MW_BIND_ERR)
+        << "a bound type 2 window was bound again";
+}
+
+// A type 2 window is reached only through the QP it was bound through.
+TEST_F(Mw, Type2OnlyThroughItsQp) {
+    Conn other = Connect();
+    ibv_mw* mw = AllocMw(IBV_MW_TYPE_2);
+    ASSERT_NE(mw, nullptr);
+    const uint32_t k = ibv_inc_rkey(mw->rkey);
+    ASSERT_EQ(Bind2(mw, k, mr_, 0, kLen, IBV_ACCESS_REMOTE_WRITE), IBV_WC_SUCCESS);
+    EXPECT_EQ(Access(IBV_WR_RDMA_WRITE, k, 0, 64, other.a), IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(Access(IBV_WR_RDMA_WRITE, k, 0, 64), IBV_WC_SUCCESS);
+}
+
+// An MR with a bound window is not deregistered; once the window is
+// gone it is.
+TEST_F(Mw, DeregWithABoundWindowIsBusy) {
+    Buf* mr = Reg(b_, 4096, kMwBind);
+    ibv_mw* mw = AllocMw(IBV_MW_TYPE_1);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_EQ(Bind1(mw, mr, 0, 4096, IBV_ACCESS_REMOTE_READ), IBV_WC_SUCCESS);
+    ibv_mr* m = mr->mr;
+    EXPECT_EQ(ibv_dereg_mr(m), EBUSY);
+    ASSERT_EQ(ibv_dealloc_mw(mw), 0);
+    mws_.clear();
+    EXPECT_EQ(Dereg(mr), 0);
+}
+
+}  // namespace
+}  // namespace ntv
