@@ -15,8 +15,11 @@
 # Environment: BENCH_REPEATS (3), BENCH_SECS (2: seconds per throughput run),
 # BENCH_LAT_ITERS (1000: iterations per perftest latency run), BENCH_LINK (1:
 # measure ntb_perf), BENCH_ETH ("ntb_netdev ntr0 veth"), BENCH_ETH_TESTS
-# ("tcp1 tcp4 udp64"), BENCH_RDMA ("ntrdma rxe siw"), BENCH_RDMA_TESTS (see
-# below).
+# ("tcp1 tcp4 udp64"), BENCH_RDMA ("ntrdma rxe siw rxe@ntb_netdev
+# siw@ntb_netdev rxe@ntr0": rxe and siw on the loopback path are the "no
+# link" reference, DRV@NETDEV is what a user with an NTB would run instead
+# of ntrdma, a software RDMA driver over an Ethernet netdev of the NTB, on
+# both hosts: pair topology only), BENCH_RDMA_TESTS (see below).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . selftests/lib/env.sh
@@ -28,7 +31,7 @@ LAT_ITERS=${BENCH_LAT_ITERS:-1000}
 LINK=${BENCH_LINK:-1}
 ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 veth"}
 ETH_TESTS=${BENCH_ETH_TESTS:-"tcp1 tcp4 udp64"}
-RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma rxe siw"}
+RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0"}
 RDMA_TESTS=${BENCH_RDMA_TESTS:-"write_bw:64 write_bw:4096 write_bw:65536 read_bw:64 read_bw:4096
 	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 write_lat:2 read_lat:2
 	qperf:rc_bw qperf:rc_lat"}
@@ -79,12 +82,15 @@ save_raw() { # SUFFIX TEXT
 measure() {
 	local sys=$1 metric=$2 unit=$3 round=$4 c1 cpu
 	shift 4
-	VAL='' BYTES=0 NOTE='' CPU0=''
-	RAW_TAG="r$round-$sys-${metric//[^A-Za-z0-9_]/_}"
+	VAL='' BYTES=0 NOTE='' CPU0='' P99=''
+	RAW_TAG="r$round-${sys//[^A-Za-z0-9_@]/_}-${metric//[^A-Za-z0-9_]/_}"
 	if "$@" && [ -n "$VAL" ]; then
 		c1=$(cpu_now)
 		cpu=$(awk -v a="${CPU0:-$c1}" -v b="$c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
 		record "$sys" "$metric" "$unit" "$round" "$VAL" "$cpu" "$BYTES" "$NOTE"
+		# a latency's tail, from the same run
+		[ -n "$P99" ] && record "$sys" "$metric p99" "$unit" "$round" "$P99" 0 0 \
+			"99th percentile of the same run"
 	else
 		record "$sys" "$metric" "$unit" "$round" NA 0 0 "${NOTE:-failed}"
 	fi
@@ -371,9 +377,26 @@ rdma_up() {
 			$B "ip -6 addr show dev $IFB scope link | grep -q inet6"; }
 		wait_for 15 ll_ok || { SETUP_NOTE="no link-local address on $IFA/$IFB"; return 1; }
 		;;
+	*@*) soft_rdma_up "${sys%@*}" "${sys#*@}" || return 1 ;;
 	*) SETUP_NOTE="unknown system"; return 1 ;;
 	esac
 	return 0
+}
+
+# soft_rdma_up DRIVER NETDEV_SYSTEM: rxe or siw over ntb_netdev or ntr0 on
+# both hosts, connected through rdma_cm by the netdev's addresses (server on
+# b). Pair topology only: in one guest both ends' addresses are local, and
+# rdma_cm and the drivers' own sockets take the loopback path, not the NTB.
+soft_rdma_up() {
+	local drv=$1 net=$2 mod=$1 dev=${1}nt
+	[ "$drv" = rxe ] && mod=rdma_rxe
+	is_pair || { SETUP_NOTE="needs two kernels (pair topology): in one guest the two ends' addresses are both local and the traffic takes the loopback path"; return 1; }
+	eth_up "$net" || { SETUP_NOTE="$net: $SETUP_NOTE"; return 1; }
+	modprobe "$mod" && rdma link add "$dev" type "$drv" netdev "$IFA" ||
+		{ SETUP_NOTE="rdma link add $dev type $drv netdev $IFA failed"; return 1; }
+	peer "modprobe $mod && rdma link add $dev type $drv netdev $IFB" ||
+		{ SETUP_NOTE="rdma link add $dev type $drv netdev $IFB failed on b"; return 1; }
+	SRV=$B CLI=$A SDEV=$dev CDEV=$dev CM=-R QCM=1 DST=$B_IP
 }
 
 rdma_down() {
@@ -383,6 +406,9 @@ rdma_down() {
 	rxe) rdma link delete rxe0 ;;
 	siw) rdma link delete siw0; ip link del bsiw ;;
 	ntrdma) eth_down ntr0 ;;
+	*@*) rdma link delete "${sys%@*}nt" 2>/dev/null
+		is_pair && peer "rdma link delete ${sys%@*}nt" 2>/dev/null
+		eth_down "${sys#*@}" ;;
 	esac
 	return 0
 }
@@ -442,8 +468,12 @@ perftest_once() {
 		VAL=$(awk -v h="$hdr" -v l="$line" 'BEGIN { n = split(h, H, "[ \t]+"); split(l, L, "[ \t]+")
 			for (i = 1; i <= n; i++) if (H[i] ~ /^t_typical/) { print L[i]; exit }
 			for (i = 1; i <= n; i++) if (H[i] ~ /^t_avg/) { print L[i]; exit } }')
+		# and the 99th percentile, when the run printed one
+		P99=$(awk -v h="$hdr" -v l="$line" 'BEGIN { n = split(h, H, "[ \t]+"); split(l, L, "[ \t]+")
+			for (i = 1; i <= n; i++) if (H[i] == "99%") { print L[i]; exit } }')
+		[[ $P99 =~ ^[0-9]+(\.[0-9]+)?$ ]] || P99=
 		BYTES=0
-		NOTE="$LAT_ITERS iterations, typical"
+		NOTE="$LAT_ITERS iterations, typical (the median)"
 		if ! [[ $VAL =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
 			# perftest's cycle clock can fail under TCG ("inf", "-nan")
 			TOOL=1
