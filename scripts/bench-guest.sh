@@ -315,7 +315,7 @@ eth_round() { # ROUND SYSTEM
 # (-R when the device needs rdma_cm: iWARP).
 rdma_up() {
 	local sys=$1 devs d n
-	SETUP_NOTE='' CM='' QCM='' GX='' SRV="sh -c" CLI="sh -c" DST=127.0.0.1
+	SETUP_NOTE='' CM='' QCM='' GX='' QNA='' SRV="sh -c" CLI="sh -c" DST=127.0.0.1
 	case $sys in
 	rxe)
 		# perftest without rdma_cm (GIDs over its TCP exchange) to
@@ -397,6 +397,12 @@ soft_rdma_up() {
 	peer "modprobe $mod && rdma link add $dev type $drv netdev $IFB" ||
 		{ SETUP_NOTE="rdma link add $dev type $drv netdev $IFB failed on b"; return 1; }
 	SRV=$B CLI=$A SDEV=$dev CDEV=$dev CM=-R QCM=1 DST=$B_IP
+	# On ntr0 the netdev already has an RDMA device, ours (iWARP-CM):
+	# rdma_cm resolves its addresses to it, never to rxe. perftest then
+	# connects rxe over its TCP exchange with GID 1 (RoCE v2, link-local).
+	# qperf has no GID option (a RoCE device needs rdma_cm there): n/a.
+	[ "$net" = ntr0 ] && CM= QCM= GX="-x 1" QNA="qperf: no GID option (RoCE needs its -cm1), and rdma_cm resolves ntr0's addresses to ntrdma's device"
+	return 0
 }
 
 rdma_down() {
@@ -492,6 +498,7 @@ perftest_once() {
 # qperf_run TEST: rc_bw or rc_lat.
 qperf_run() {
 	local test=$1 out v u cm="-li $CDEV:1 -ri $SDEV:1"
+	[ -z "$QNA" ] || { NOTE=$QNA; return 1; }
 	[ -n "$CM$QCM" ] && cm=-cm1 # the device follows from the address
 	$SRV "pkill -x qperf; (qperf >/dev/null 2>&1 &)"
 	sleep 1

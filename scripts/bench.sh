@@ -90,6 +90,11 @@ else
 			for s in ntrdma rxe siw; do
 				REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_send_lat 2 B")
 			done
+			# what a user would run instead over the NTB (two kernels)
+			[ "$t" = pair ] || continue
+			for s in rxe@ntb_netdev siw@ntb_netdev rxe@ntr0; do
+				REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_send_lat 2 B")
+			done
 		done
 	fi
 fi
