@@ -46,13 +46,14 @@ PORT=18600 # perftest / iperf3 ports, one fresh port per run
 
 log() { echo "bench: $*" >&2; }
 
-# record SYSTEM METRIC UNIT ROUND VALUE CPU BYTES [NOTE]
+# record SYSTEM METRIC UNIT ROUND VALUE CPU BYTES [NOTE [CPU_A CPU_B]]
+# (CPU_A, CPU_B: the client's and the server's guest, pair topology; NA)
 record() {
 	local note=${8:-}
 	note=${note//$'\t'/ }
 	note=${note//$'\n'/ }
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$TOPO" "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
-		"$note" >>"$SAMPLES"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$TOPO" "$1" "$2" "$3" "$4" "$5" "$6" \
+		"$7" "$note" "${9:-NA}" "${10:-NA}" >>"$SAMPLES"
 	if [ "$5" = NA ]; then
 		log "round $4 $1 / $2: n/a ($note)"
 	else
@@ -60,13 +61,19 @@ record() {
 	fi
 }
 
-# Busy jiffies of this guest (and of guest b in the pair topology).
+# Busy jiffies of this guest and of guest b (pair topology; else 0).
 busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 cpu_now() {
 	local a b=0
 	a=$(busy)
 	if is_pair; then b=$(peer "awk '\$1 == \"cpu\" { print \$2 + \$3 + \$4 + \$7 + \$8 + \$9 }' /proc/stat") || b=0; fi
-	echo $((a + ${b:-0}))
+	echo "$a ${b:-0}"
+}
+# seconds between two cpu_now readings: all, a, b (a and b NA in loop)
+cpu_delta() { # BEFORE AFTER
+	awk -v x="$1" -v y="$2" -v hz="$HZ" -v pair="$(is_pair && echo 1)" 'BEGIN {
+		split(x, p, " "); split(y, q, " "); a = (q[1] - p[1]) / hz; b = (q[2] - p[2]) / hz
+		if (pair) printf "%.2f %.2f %.2f\n", a + b, a, b; else printf "%.2f NA NA\n", a + b }'
 }
 
 # measure SYSTEM METRIC UNIT ROUND FUNC [ARGS]: FUNC sets VAL and BYTES, or
@@ -80,14 +87,14 @@ save_raw() { # SUFFIX TEXT
 	printf '%s\n' "$2" >"$NTRDMA_OUT/raw/$RAW_TAG$1.txt"
 }
 measure() {
-	local sys=$1 metric=$2 unit=$3 round=$4 c1 cpu
+	local sys=$1 metric=$2 unit=$3 round=$4 c1 cpu cpu_a cpu_b
 	shift 4
 	VAL='' BYTES=0 NOTE='' CPU0='' P99=''
 	RAW_TAG="r$round-${sys//[^A-Za-z0-9_@]/_}-${metric//[^A-Za-z0-9_]/_}"
 	if "$@" && [ -n "$VAL" ]; then
 		c1=$(cpu_now)
-		cpu=$(awk -v a="${CPU0:-$c1}" -v b="$c1" -v hz="$HZ" 'BEGIN { printf "%.2f", (b - a) / hz }')
-		record "$sys" "$metric" "$unit" "$round" "$VAL" "$cpu" "$BYTES" "$NOTE"
+		read -r cpu cpu_a cpu_b < <(cpu_delta "${CPU0:-$c1}" "$c1")
+		record "$sys" "$metric" "$unit" "$round" "$VAL" "$cpu" "$BYTES" "$NOTE" "$cpu_a" "$cpu_b"
 		# a latency's tail, from the same run
 		[ -n "$P99" ] && record "$sys" "$metric p99" "$unit" "$round" "$P99" 0 0 \
 			"99th percentile of the same run"

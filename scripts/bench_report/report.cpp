@@ -88,9 +88,9 @@ std::string md_escape(std::string_view s) {
 Sample parse_line(std::string_view line, int lineno) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     auto f = split_tabs(line);
-    if (f.size() < 8 || f.size() > 9)
+    if (f.size() < 8 || f.size() == 10 || f.size() > 11)
         throw std::runtime_error(std::to_string(lineno) +
-                                 ": expected 8 or 9 tab-separated fields, got " +
+                                 ": expected 8, 9 or 11 tab-separated fields, got " +
                                  std::to_string(f.size()));
     Sample s;
     s.topo = f[0];
@@ -106,7 +106,9 @@ Sample parse_line(std::string_view line, int lineno) {
     if (f[5] != "NA") s.value = to_double(f[5], "value", lineno);
     s.cpu_s = to_double(f[6], "cpu seconds", lineno);
     s.bytes = to_double(f[7], "bytes", lineno);
-    if (f.size() == 9) s.note = f[8];
+    if (f.size() >= 9) s.note = f[8];
+    if (f.size() == 11 && f[9] != "NA") s.cpu_a_s = to_double(f[9], "cpu seconds a", lineno);
+    if (f.size() == 11 && f[10] != "NA") s.cpu_b_s = to_double(f[10], "cpu seconds b", lineno);
     return s;
 }
 
@@ -160,7 +162,7 @@ Report summarize(const std::vector<Sample>& samples, std::string_view link_metri
         for (const auto& m : rep.metrics) {
             for (const auto& sys : rep.systems) {
                 Row row;
-                std::vector<double> cpg;
+                std::vector<double> cpg, cpg_a, cpg_b;
                 bool any = false;
                 for (const auto& s : samples) {
                     if (s.topo != t || s.metric != m || s.system != sys) continue;
@@ -179,7 +181,11 @@ Report summarize(const std::vector<Sample>& samples, std::string_view link_metri
                         continue;
                     }
                     row.values.push_back(*s.value);
-                    if (s.bytes > 0) cpg.push_back(s.cpu_s / (s.bytes / 1e9));
+                    if (s.bytes > 0) {
+                        cpg.push_back(s.cpu_s / (s.bytes / 1e9));
+                        if (s.cpu_a_s) cpg_a.push_back(*s.cpu_a_s / (s.bytes / 1e9));
+                        if (s.cpu_b_s) cpg_b.push_back(*s.cpu_b_s / (s.bytes / 1e9));
+                    }
                 }
                 if (!any) continue;
                 row.n = static_cast<int>(row.values.size());
@@ -189,6 +195,8 @@ Report summarize(const std::vector<Sample>& samples, std::string_view link_metri
                     row.hi = *std::max_element(row.values.begin(), row.values.end());
                 }
                 if (!cpg.empty()) row.cpu_per_gb = median(cpg);
+                if (!cpg_a.empty()) row.cpu_per_gb_a = median(cpg_a);
+                if (!cpg_b.empty()) row.cpu_per_gb_b = median(cpg_b);
                 rep.rows.push_back(std::move(row));
             }
         }
@@ -254,8 +262,11 @@ std::string markdown(const Report& r, std::string_view link_metric) {
             for (size_t i = 0; i < row.vs_peers.size(); ++i)
                 o << (i ? ", " : "") << fmt_value(row.vs_peers[i].second) << "x "
                   << md_escape(row.vs_peers[i].first);
-            o << " | " << (row.cpu_per_gb ? fmt_value(*row.cpu_per_gb) : std::string("-"))
-              << " |\n";
+            o << " | " << (row.cpu_per_gb ? fmt_value(*row.cpu_per_gb) : std::string("-"));
+            if (row.cpu_per_gb_a && row.cpu_per_gb_b)
+                o << " (a " << fmt_value(*row.cpu_per_gb_a) << ", b "
+                  << fmt_value(*row.cpu_per_gb_b) << ")";
+            o << " |\n";
         }
         o << "\n";
     }
@@ -264,7 +275,8 @@ std::string markdown(const Report& r, std::string_view link_metric) {
       << link_metric
       << "` in the same topology. Ratios to peers are this system's median over the peer's "
          "(for latency, lower is better). Guest CPU s/GB: CPU time of all guests (from "
-         "/proc/stat) per GB of payload moved.\n";
+         "/proc/stat) per GB of payload moved; in the pair topology also per side: a = the "
+         "client's guest (requester, sender), b = the server's (responder, receiver).\n";
     return o.str();
 }
 
@@ -278,6 +290,8 @@ std::string json(const std::vector<Sample>& samples, const Report& r) {
           << ", \"round\": " << s.round
           << ", \"value\": " << (s.value ? json_num(*s.value) : "null")
           << ", \"cpu_seconds\": " << json_num(s.cpu_s) << ", \"bytes\": " << json_num(s.bytes)
+          << ", \"cpu_seconds_a\": " << (s.cpu_a_s ? json_num(*s.cpu_a_s) : "null")
+          << ", \"cpu_seconds_b\": " << (s.cpu_b_s ? json_num(*s.cpu_b_s) : "null")
           << ", \"note\": " << json_str(s.note) << "}" << (i + 1 < samples.size() ? "," : "")
           << "\n";
     }
@@ -292,6 +306,10 @@ std::string json(const std::vector<Sample>& samples, const Report& r) {
               << ", \"max\": " << json_num(row.hi);
             o << ", \"cpu_seconds_per_gb\": "
               << (row.cpu_per_gb ? json_num(*row.cpu_per_gb) : "null");
+            o << ", \"cpu_seconds_per_gb_a\": "
+              << (row.cpu_per_gb_a ? json_num(*row.cpu_per_gb_a) : "null");
+            o << ", \"cpu_seconds_per_gb_b\": "
+              << (row.cpu_per_gb_b ? json_num(*row.cpu_per_gb_b) : "null");
             o << ", \"ratio_to_link_limit\": " << (row.vs_link ? json_num(*row.vs_link) : "null");
             o << ", \"ratio_to_peers\": {";
             for (size_t k = 0; k < row.vs_peers.size(); ++k)

@@ -23,11 +23,15 @@ struct Sample {
     double cpu_s = 0;  // guest CPU seconds (all guests) during the measurement
     double bytes = 0;  // payload bytes moved (0: not a transfer)
     std::string note;  // n/a reason or free text
+    // The same CPU time per side (pair topology): a = the client's host
+    // (requester, sender), b = the server's (responder, receiver).
+    std::optional<double> cpu_a_s, cpu_b_s;
 };
 
 // Sample file format, one record per line, tab-separated:
-//   topo system metric unit round value cpu_s bytes [note]
-// value "NA" marks a failed or unsupported measurement (note says why).
+//   topo system metric unit round value cpu_s bytes [note [cpu_a_s cpu_b_s]]
+// value "NA" marks a failed or unsupported measurement (note says why);
+// cpu_a_s / cpu_b_s "NA" when the sides share one guest (loop topology).
 // Blank lines and lines starting with '#' are ignored.
 // Throws std::runtime_error("LINE: what") on a malformed record.
 Sample parse_line(std::string_view line, int lineno = 0);
@@ -45,6 +49,7 @@ struct Row {
     int failed = 0;
     double med = 0, lo = 0, hi = 0;
     std::optional<double> cpu_per_gb;                      // median guest CPU s per GB moved
+    std::optional<double> cpu_per_gb_a, cpu_per_gb_b;      // the same per side (pair)
     std::optional<double> vs_link;                         // median / link limit (byte rates only)
     std::vector<std::pair<std::string, double>> vs_peers;  // this / peer
     std::string reason;                                    // when n == 0

@@ -26,6 +26,25 @@ TEST(Parse, Record) {
     EXPECT_EQ(s.note, "mtu 1500");
 }
 
+TEST(Parse, CpuPerSide) {
+    Sample s = parse_line("pair\tntrdma\tw\tMiB/s\t1\t9\t3\t2e9\t\t0.5\t2.5", 1);
+    ASSERT_TRUE(s.cpu_a_s && s.cpu_b_s);
+    EXPECT_DOUBLE_EQ(*s.cpu_a_s, 0.5);
+    EXPECT_DOUBLE_EQ(*s.cpu_b_s, 2.5);
+    Sample l = parse_line("loop\tntrdma\tw\tMiB/s\t1\t9\t3\t2e9\tx\tNA\tNA", 1);
+    EXPECT_FALSE(l.cpu_a_s.has_value());
+    EXPECT_THROW(parse_line("pair\tntrdma\tw\tMiB/s\t1\t9\t3\t2e9\tx\t1", 1),
+                 std::runtime_error);  // 10 fields
+    Report r = summarize({s}, "ntb_perf copy");
+    ASSERT_EQ(r.rows.size(), 1u);
+    ASSERT_TRUE(r.rows[0].cpu_per_gb_a && r.rows[0].cpu_per_gb_b);
+    EXPECT_DOUBLE_EQ(*r.rows[0].cpu_per_gb_a, 0.25);
+    EXPECT_DOUBLE_EQ(*r.rows[0].cpu_per_gb_b, 1.25);
+    EXPECT_NE(markdown(r, "ntb_perf copy").find("| 1.50 (a 0.25, b 1.25) |"), std::string::npos)
+        << markdown(r, "ntb_perf copy");
+    EXPECT_NE(json({s}, r).find("\"cpu_seconds_per_gb_b\": 1.25"), std::string::npos);
+}
+
 TEST(Parse, NotAvailableAndComments) {
     auto v = parse(
         "# header\n\nloop\tntrdma\tib_write_bw 64 B\tMB/s\t1\tNA\t0\t0\tno ntrdma "
