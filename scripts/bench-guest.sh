@@ -408,7 +408,7 @@ soft_rdma_up() {
 	# rdma_cm resolves its addresses to it, never to rxe. perftest then
 	# connects rxe over its TCP exchange with GID 1 (RoCE v2, link-local).
 	# qperf has no GID option (a RoCE device needs rdma_cm there): n/a.
-	[ "$net" = ntr0 ] && CM= QCM= GX="-x 1" QNA="qperf: no GID option (RoCE needs its -cm1), and rdma_cm resolves ntr0's addresses to ntrdma's device"
+	[ "$net" = ntr0 ] && CM='' QCM='' GX="-x 1" QNA="qperf: no GID option (RoCE needs its -cm1), and rdma_cm resolves ntr0's addresses to ntrdma's device"
 	return 0
 }
 
