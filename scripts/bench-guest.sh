@@ -14,7 +14,7 @@
 #
 # Environment: BENCH_REPEATS (3), BENCH_SECS (2: seconds per throughput run),
 # BENCH_LAT_ITERS (1000: iterations per perftest latency run), BENCH_LINK (1:
-# measure ntb_perf), BENCH_ETH ("ntb_netdev ntr0 veth"), BENCH_ETH_TESTS
+# measure ntb_perf), BENCH_DOORBELL (as BENCH_LINK: the doorbell round trip), BENCH_ETH ("ntb_netdev ntr0 veth"), BENCH_ETH_TESTS
 # ("tcp1 tcp4 udp64"), BENCH_RDMA ("ntrdma rxe siw rxe@ntb_netdev
 # siw@ntb_netdev rxe@ntr0": rxe and siw on the loopback path are the "no
 # link" reference, DRV@NETDEV is what a user with an NTB would run instead
@@ -29,6 +29,7 @@ REPEATS=${BENCH_REPEATS:-3}
 SECS=${BENCH_SECS:-2}
 LAT_ITERS=${BENCH_LAT_ITERS:-1000}
 LINK=${BENCH_LINK:-1}
+DOORBELL=${BENCH_DOORBELL:-$LINK}
 ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 veth"}
 ETH_TESTS=${BENCH_ETH_TESTS:-"tcp1 tcp4 udp64"}
 RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0"}
@@ -123,6 +124,30 @@ clients_down() {
 	ip netns del bA 2>/dev/null
 	ip netns del bB 2>/dev/null
 	return 0
+}
+
+# ---- latency floor: the doorbell round trip (ntb_pingpong) ----------------------
+# With delay_ms=0 each side rings the other's doorbell as soon as its own
+# rang: the local device's count grows by one per round trip. Every latency
+# that needs the target to act costs at least this.
+doorbell_run() {
+	local dir c0 c1 t0 t1 n mod="modprobe ntb_pingpong delay_ms=0"
+	hw_mode 0 || { NOTE="ntb_hw_ivshmem flat_window=0 did not come up"; return 1; }
+	sh -c "$mod" || { NOTE="modprobe ntb_pingpong failed"; return 1; }
+	if is_pair; then peer "$mod" || { NOTE="modprobe ntb_pingpong on b failed"; return 1; }; fi
+	dir=$DEBUGFS/ntb_pingpong/$LOCAL_DEV
+	sleep 1
+	cpu_mark
+	c0=$(cat "$dir/count" 2>/dev/null) t0=$(date +%s%N)
+	sleep "$SECS"
+	c1=$(cat "$dir/count" 2>/dev/null) t1=$(date +%s%N)
+	modprobe -r ntb_pingpong
+	if is_pair; then peer "modprobe -r ntb_pingpong"; fi
+	n=$((${c1:-0} - ${c0:-0}))
+	[ "$n" -gt 0 ] || { NOTE="ntb_pingpong: no round trip in $SECS s (count ${c0:-?} -> ${c1:-?})"; return 1; }
+	VAL=$(awk -v t="$((t1 - t0))" -v n="$n" 'BEGIN { printf "%.1f", t / 1000 / n }')
+	BYTES=0
+	NOTE="ntb_pingpong delay_ms=0: $n round trips in $(((t1 - t0) / 1000000)) ms"
 }
 
 # ---- link limit: ntb_perf (CPU copy) -------------------------------------------
@@ -579,6 +604,7 @@ log "topology $TOPO: $REPEATS round(s), ${SECS} s per throughput run; link=$LINK
 t0=$SECONDS
 for ((round = 1; round <= REPEATS; round++)); do
 	[ "$LINK" = 1 ] && measure ntb_hw_ivshmem "ntb_perf copy" MB/s "$round" ntb_perf_run
+	[ "$DOORBELL" = 1 ] && measure ntb_hw_ivshmem "doorbell round trip" us "$round" doorbell_run
 	for sys in $ETH_SYSTEMS; do
 		eth_round "$round" "$sys"
 	done
