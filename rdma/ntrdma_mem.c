@@ -622,7 +622,7 @@ struct ib_mr *ntrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 		iova = old->iova;
 	}
 	if (!(flags & IB_MR_REREG_ACCESS))
-		access = old->access;
+		access = old->access | (old->mw_bind ? IB_ACCESS_MW_BIND : 0);
 	rc = ntrdma_user_range_ok(start, length, iova, udata);
 	if (rc)
 		return ERR_PTR(rc);
