@@ -12,6 +12,7 @@
 
 #include <linux/atomic.h>
 #include <linux/bitops.h>
+#include <linux/debugfs.h>
 #include <linux/dma-map-ops.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
@@ -22,6 +23,7 @@
 #include <linux/slab.h>
 
 #include "ivdma.h"
+#include "ivprobe.h"
 
 #define IVNTB_NAME		"ntb_hw_ivshmem"
 
@@ -112,7 +114,10 @@ struct ivntb_dev {
 	bool link_up;
 	const struct dma_map_ops *saved_dma_ops;
 	struct ivdma *dma;	/* the port's DMA engine, if offered */
+	struct ivprobe *probe;	/* debugfs copy_probe */
 };
+
+static struct dentry *ivntb_debugfs;
 
 #define ntb_ivntb(__ntb) container_of(__ntb, struct ivntb_dev, ntb)
 
@@ -944,6 +949,32 @@ static int ivntb_map_windows(struct ivntb_dev *iv)
 	return 0;
 }
 
+static bool ivntb_peer_active(void *ctx)
+{
+	struct ivntb_dev *iv = ctx;
+
+	return blk_read(iv->pblk, IVNTB_OFF_ENABLED) != 0;
+}
+
+/* The copy-rate probe (ivprobe.c); the port works without it. */
+static void ivntb_add_probe(struct ivntb_dev *iv)
+{
+	struct ivprobe_port port = {
+		.dev = &iv->fn[IVNTB_FN_REGS]->dev,
+		.ntb = &iv->ntb,
+		.ap_virt = iv->ap_virt,
+		.out_phys = iv->out_phys,
+		.slot_size = iv->slot_size,
+		.desc_off = (IVNTB_AP_SLOTS - 1) * iv->slot_size,
+		.flat_phys = iv->flat_phys,
+		.flat_size = iv->flat_size,
+		.peer_active = ivntb_peer_active,
+		.ctx = iv,
+	};
+
+	iv->probe = ivprobe_create(&port, ivntb_debugfs);
+}
+
 static int ivntb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	struct ivntb_dev *iv;
@@ -1036,6 +1067,7 @@ static int ivntb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_irqs;
 
 	ivntb_link_check(iv);
+	ivntb_add_probe(iv);
 	return 0;
 
 err_irqs:
@@ -1067,6 +1099,7 @@ static void ivntb_remove(struct pci_dev *pdev)
 {
 	struct ivntb_dev *iv = pci_get_drvdata(pdev);
 
+	ivprobe_destroy(iv->probe);
 	ntb_unregister_device(&iv->ntb);
 	if (iv->dma)
 		ivdma_destroy(iv->dma);
@@ -1104,7 +1137,25 @@ static struct pci_driver ivntb_pci_driver = {
 	.probe		= ivntb_probe,
 	.remove		= ivntb_remove,
 };
-module_pci_driver(ivntb_pci_driver);
+
+static int __init ivntb_init(void)
+{
+	int rc;
+
+	ivntb_debugfs = ivprobe_init_root();
+	rc = pci_register_driver(&ivntb_pci_driver);
+	if (rc)
+		debugfs_remove_recursive(ivntb_debugfs);
+	return rc;
+}
+module_init(ivntb_init);
+
+static void __exit ivntb_exit(void)
+{
+	pci_unregister_driver(&ivntb_pci_driver);
+	debugfs_remove_recursive(ivntb_debugfs);
+}
+module_exit(ivntb_exit);
 
 MODULE_DESCRIPTION("NTB hardware driver for the QEMU ivshmem emulated NTB");
 MODULE_AUTHOR("The NTRDMA authors");

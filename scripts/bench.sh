@@ -10,7 +10,7 @@
 # Usage: scripts/bench.sh [--smoke|--quick] [--topo "loop pair"] [--out DIR]
 #   --smoke  one topology (loop), one short round of a few rows; fails when a
 #            row that must exist has no result (make check runs this).
-#   --quick  for developers: loop, one round, one row per group (ntb_perf;
+#   --quick  for developers: loop, one round, one row per group (copy probe;
 #            iperf3 TCP x1 on ntb_netdev, ntr0, veth; ib_write_bw 64 KiB and
 #            the 2 B write/read/send latencies on ntrdma, rxe and siw), every
 #            row required; output in build/bench-quick.
@@ -54,7 +54,7 @@ if [ "$SMOKE" = 1 ]; then
 		BENCH_DOORBELL=0 "BENCH_ETH=ntr0 veth" BENCH_ETH_TESTS=tcp1
 		BENCH_RDMA=rxe "BENCH_RDMA_TESTS=write_bw:65536 send_lat:2")
 	for t in $TOPOS; do
-		REQUIRE+=("$t|ntb_hw_ivshmem|ntb_perf copy" "$t|veth|iperf3 TCP x1"
+		REQUIRE+=("$t|ntb_hw_ivshmem|flat window copy" "$t|ntb_hw_ivshmem|MW copy" "$t|veth|iperf3 TCP x1"
 			"$t|ntr0|iperf3 TCP x1" "$t|rxe|ib_write_bw 64 KiB" "$t|rxe|ib_send_lat 2 B")
 	done
 elif [ "$QUICK" = 1 ]; then
@@ -66,7 +66,7 @@ elif [ "$QUICK" = 1 ]; then
 		"BENCH_RDMA=ntrdma rxe siw"
 		"BENCH_RDMA_TESTS=write_bw:65536 write_lat:2 read_lat:2 send_lat:2")
 	for t in $TOPOS; do
-		REQUIRE+=("$t|ntb_hw_ivshmem|ntb_perf copy")
+		REQUIRE+=("$t|ntb_hw_ivshmem|flat window copy" "$t|ntb_hw_ivshmem|MW copy")
 		for s in ntb_netdev ntr0 veth; do REQUIRE+=("$t|$s|iperf3 TCP x1"); done
 		for s in ntrdma rxe siw; do
 			REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_write_lat 2 B"
@@ -83,7 +83,7 @@ else
 	# test; a tool that fails 3 times is reported n/a with its reason).
 	if [ -z "${BENCH_ETH+set}${BENCH_ETH_TESTS+set}${BENCH_RDMA+set}${BENCH_RDMA_TESTS+set}${BENCH_LINK+set}" ]; then
 		for t in $TOPOS; do
-			REQUIRE+=("$t|ntb_hw_ivshmem|ntb_perf copy")
+			REQUIRE+=("$t|ntb_hw_ivshmem|flat window copy" "$t|ntb_hw_ivshmem|MW copy")
 			for s in ntb_netdev ntr0 veth; do
 				REQUIRE+=("$t|$s|iperf3 TCP x1" "$t|$s|iperf3 TCP x4")
 			done

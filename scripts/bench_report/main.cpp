@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// ntrdma-bench-report --out DIR [--link METRIC] [--require topo|system|metric]... FILE...
+// ntrdma-bench-report --out DIR [--link METRIC] [--floor METRIC]
+//                     [--require topo|system|metric]... FILE...
 // Reads sample files (report.hpp), writes DIR/results.json, DIR/results.md,
 // DIR/chart.gp and its data files (the script writes DIR/chart.png when run by
 // gnuplot in DIR), prints the markdown table. Exit 0; 1 when there are no
@@ -16,7 +17,7 @@
 namespace {
 
 int usage() {
-    std::cerr << "usage: ntrdma-bench-report --out DIR [--link METRIC] "
+    std::cerr << "usage: ntrdma-bench-report --out DIR [--link METRIC] [--floor METRIC] "
                  "[--require 'topo|system|metric']... FILE...\n";
     return 2;
 }
@@ -32,16 +33,19 @@ bool write_file(const std::string& path, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string out, link = "ntb_perf copy";
+    std::string out;
+    bench::Limits limits;
     std::vector<std::string> files, req;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if ((a == "--out" || a == "--link" || a == "--require") && i + 1 < argc) {
+        if ((a == "--out" || a == "--link" || a == "--floor" || a == "--require") && i + 1 < argc) {
             std::string v = argv[++i];
             if (a == "--out")
                 out = v;
             else if (a == "--link")
-                link = v;
+                limits.link_metric = v;
+            else if (a == "--floor")
+                limits.floor_metric = v;
             else
                 req.push_back(v);
         } else if (a.starts_with("--")) {
@@ -71,12 +75,12 @@ int main(int argc, char** argv) {
     }
     bench::Report rep;
     try {
-        rep = bench::summarize(samples, link);
+        rep = bench::summarize(samples, limits);
     } catch (const std::exception& e) {
         std::cerr << "ntrdma-bench-report: " << e.what() << "\n";
         return 2;
     }
-    std::string md = bench::markdown(rep, link);
+    std::string md = bench::markdown(rep, limits);
     bench::Chart ch = bench::chart(rep, "chart.png");
     bool ok = write_file(out + "/results.json", bench::json(samples, rep)) &&
               write_file(out + "/results.md", md) && write_file(out + "/chart.gp", ch.script);

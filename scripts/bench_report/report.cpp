@@ -2,6 +2,7 @@
 #include "report.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -88,9 +89,9 @@ std::string md_escape(std::string_view s) {
 Sample parse_line(std::string_view line, int lineno) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     auto f = split_tabs(line);
-    if (f.size() < 8 || f.size() == 10 || f.size() > 11)
+    if (f.size() < 8 || f.size() == 10 || f.size() > 12)
         throw std::runtime_error(std::to_string(lineno) +
-                                 ": expected 8, 9 or 11 tab-separated fields, got " +
+                                 ": expected 8, 9, 11 or 12 tab-separated fields, got " +
                                  std::to_string(f.size()));
     Sample s;
     s.topo = f[0];
@@ -107,8 +108,10 @@ Sample parse_line(std::string_view line, int lineno) {
     s.cpu_s = to_double(f[6], "cpu seconds", lineno);
     s.bytes = to_double(f[7], "bytes", lineno);
     if (f.size() >= 9) s.note = f[8];
-    if (f.size() == 11 && f[9] != "NA") s.cpu_a_s = to_double(f[9], "cpu seconds a", lineno);
-    if (f.size() == 11 && f[10] != "NA") s.cpu_b_s = to_double(f[10], "cpu seconds b", lineno);
+    if (f.size() >= 11 && f[9] != "NA") s.cpu_a_s = to_double(f[9], "cpu seconds a", lineno);
+    if (f.size() >= 11 && f[10] != "NA") s.cpu_b_s = to_double(f[10], "cpu seconds b", lineno);
+    if (f.size() == 12) s.msgs = to_double(f[11], "messages", lineno);
+    if (s.msgs < 0) throw std::runtime_error(std::to_string(lineno) + ": negative messages");
     return s;
 }
 
@@ -151,7 +154,66 @@ const Row* Report::find(std::string_view topo, std::string_view system,
     return nullptr;
 }
 
-Report summarize(const std::vector<Sample>& samples, std::string_view link_metric) {
+namespace {
+
+// CPU per GB moved and per message, medians over the rounds (all, a, b).
+struct CpuCosts {
+    std::vector<double> gb, gb_a, gb_b, msg, msg_a, msg_b;
+    void add(const Sample& s) {
+        if (s.bytes > 0) {
+            double gbs = s.bytes / 1e9;
+            gb.push_back(s.cpu_s / gbs);
+            if (s.cpu_a_s) gb_a.push_back(*s.cpu_a_s / gbs);
+            if (s.cpu_b_s) gb_b.push_back(*s.cpu_b_s / gbs);
+        }
+        if (s.msgs > 0) {
+            double us = 1e6 / s.msgs;
+            msg.push_back(s.cpu_s * us);
+            if (s.cpu_a_s) msg_a.push_back(*s.cpu_a_s * us);
+            if (s.cpu_b_s) msg_b.push_back(*s.cpu_b_s * us);
+        }
+    }
+    static void set(std::optional<double>& o, const std::vector<double>& v) {
+        if (!v.empty()) o = median(v);
+    }
+    void apply(Row& row) const {
+        set(row.cpu_per_gb, gb);
+        set(row.cpu_per_gb_a, gb_a);
+        set(row.cpu_per_gb_b, gb_b);
+        set(row.cpu_us_per_msg, msg);
+        set(row.cpu_us_per_msg_a, msg_a);
+        set(row.cpu_us_per_msg_b, msg_b);
+    }
+};
+
+// The median of METRIC in TOPO (the first system that has it), if any.
+const Row* limit_row(const Report& rep, const std::string& topo, const std::string& metric) {
+    for (const auto& l : rep.rows)
+        if (l.topo == topo && l.metric == metric && l.n && l.med > 0) return &l;
+    return nullptr;
+}
+
+void add_ratios(Report& rep, const Limits& limits) {
+    for (auto& row : rep.rows) {
+        if (!row.n) continue;
+        double scale = byte_rate_scale(row.unit);
+        const Row* link = scale > 0 ? limit_row(rep, row.topo, limits.link_metric) : nullptr;
+        if (link && byte_rate_scale(link->unit) > 0)
+            row.vs_link = row.med * scale / (link->med * byte_rate_scale(link->unit));
+        const Row* floor =
+            lower_is_better(row.unit) ? limit_row(rep, row.topo, limits.floor_metric) : nullptr;
+        if (floor && floor->unit == row.unit) row.vs_floor = row.med / floor->med;
+        for (const auto& p : rep.rows) {
+            if (&p == &row || p.topo != row.topo || p.metric != row.metric || !p.n || p.med == 0)
+                continue;
+            row.vs_peers.emplace_back(p.system, row.med / p.med);
+        }
+    }
+}
+
+}  // namespace
+
+Report summarize(const std::vector<Sample>& samples, const Limits& limits) {
     Report rep;
     for (const auto& s : samples) {
         add_unique(rep.topos, s.topo);
@@ -162,7 +224,7 @@ Report summarize(const std::vector<Sample>& samples, std::string_view link_metri
         for (const auto& m : rep.metrics) {
             for (const auto& sys : rep.systems) {
                 Row row;
-                std::vector<double> cpg, cpg_a, cpg_b;
+                CpuCosts costs;
                 bool any = false;
                 for (const auto& s : samples) {
                     if (s.topo != t || s.metric != m || s.system != sys) continue;
@@ -181,11 +243,7 @@ Report summarize(const std::vector<Sample>& samples, std::string_view link_metri
                         continue;
                     }
                     row.values.push_back(*s.value);
-                    if (s.bytes > 0) {
-                        cpg.push_back(s.cpu_s / (s.bytes / 1e9));
-                        if (s.cpu_a_s) cpg_a.push_back(*s.cpu_a_s / (s.bytes / 1e9));
-                        if (s.cpu_b_s) cpg_b.push_back(*s.cpu_b_s / (s.bytes / 1e9));
-                    }
+                    costs.add(s);
                 }
                 if (!any) continue;
                 row.n = static_cast<int>(row.values.size());
@@ -194,31 +252,12 @@ Report summarize(const std::vector<Sample>& samples, std::string_view link_metri
                     row.lo = *std::min_element(row.values.begin(), row.values.end());
                     row.hi = *std::max_element(row.values.begin(), row.values.end());
                 }
-                if (!cpg.empty()) row.cpu_per_gb = median(cpg);
-                if (!cpg_a.empty()) row.cpu_per_gb_a = median(cpg_a);
-                if (!cpg_b.empty()) row.cpu_per_gb_b = median(cpg_b);
+                costs.apply(row);
                 rep.rows.push_back(std::move(row));
             }
         }
     }
-    // Ratios, once all medians are known.
-    for (auto& row : rep.rows) {
-        if (!row.n) continue;
-        double scale = byte_rate_scale(row.unit);
-        if (scale > 0) {
-            for (const auto& l : rep.rows) {
-                if (l.topo != row.topo || l.metric != link_metric || !l.n || l.med <= 0) continue;
-                double ls = byte_rate_scale(l.unit);
-                if (ls > 0) row.vs_link = row.med * scale / (l.med * ls);
-                break;
-            }
-        }
-        for (const auto& p : rep.rows) {
-            if (&p == &row || p.topo != row.topo || p.metric != row.metric || !p.n || p.med == 0)
-                continue;
-            row.vs_peers.emplace_back(p.system, row.med / p.med);
-        }
-    }
+    add_ratios(rep, limits);  // once all medians are known
     return rep;
 }
 
@@ -238,45 +277,63 @@ std::string fmt_value(double v) {
     return b;
 }
 
-std::string markdown(const Report& r, std::string_view link_metric) {
+namespace {
+
+std::string fmt_opt(const std::optional<double>& v, std::string_view suffix = "") {
+    return v ? fmt_value(*v) + std::string(suffix) : std::string("-");
+}
+
+// "1.50 (a 0.25, b 1.25)" per GB, or "12.0 us/msg (a 6.00, b 6.00)".
+std::string cpu_cell(const Row& row) {
+    const auto& all = row.cpu_per_gb ? row.cpu_per_gb : row.cpu_us_per_msg;
+    const auto& a = row.cpu_per_gb ? row.cpu_per_gb_a : row.cpu_us_per_msg_a;
+    const auto& b = row.cpu_per_gb ? row.cpu_per_gb_b : row.cpu_us_per_msg_b;
+    std::string c = fmt_opt(all, row.cpu_per_gb || !all ? "" : " us/msg");
+    if (a && b) c += " (a " + fmt_value(*a) + ", b " + fmt_value(*b) + ")";
+    return c;
+}
+
+}  // namespace
+
+std::string markdown(const Report& r, const Limits& limits) {
     std::ostringstream o;
     for (const auto& t : r.topos) {
         o << "#### Topology: " << t << "\n\n";
-        o << "| metric | system | median [min-max] | n | vs link limit | vs peers (this/peer) "
-             "| guest CPU s/GB |\n";
-        o << "|---|---|---|---|---|---|---|\n";
+        o << "| metric | system | median [min-max] | n | / copy limit | / doorbell RTT | vs peers "
+             "(this/peer) | guest CPU s/GB or us/msg |\n";
+        o << "|---|---|---|---|---|---|---|---|\n";
         for (const auto& row : r.rows) {
             if (row.topo != t) continue;
             o << "| " << md_escape(row.metric) << " | " << md_escape(row.system) << " | ";
             if (!row.n) {
                 std::string why =
                     row.reason.size() > 120 ? row.reason.substr(0, 117) + "..." : row.reason;
-                o << "n/a (" << md_escape(why) << ") | 0 | | | |\n";
+                o << "n/a (" << md_escape(why) << ") | 0 | | | | |\n";
                 continue;
             }
             o << fmt_value(row.med) << " [" << fmt_value(row.lo) << "-" << fmt_value(row.hi) << "] "
               << md_escape(row.unit) << " | " << row.n;
             if (row.failed) o << " (+" << row.failed << " failed)";
-            o << " | " << (row.vs_link ? fmt_value(*row.vs_link) : std::string("-")) << " | ";
+            o << " | " << fmt_opt(row.vs_link) << " | " << fmt_opt(row.vs_floor) << " | ";
             if (row.vs_peers.empty()) o << "-";
             for (size_t i = 0; i < row.vs_peers.size(); ++i)
                 o << (i ? ", " : "") << fmt_value(row.vs_peers[i].second) << "x "
                   << md_escape(row.vs_peers[i].first);
-            o << " | " << (row.cpu_per_gb ? fmt_value(*row.cpu_per_gb) : std::string("-"));
-            if (row.cpu_per_gb_a && row.cpu_per_gb_b)
-                o << " (a " << fmt_value(*row.cpu_per_gb_a) << ", b "
-                  << fmt_value(*row.cpu_per_gb_b) << ")";
-            o << " |\n";
+            o << " | " << cpu_cell(row) << " |\n";
         }
         o << "\n";
     }
-    o << "Median of the rounds, [min-max]; n = rounds with a result. \"vs link limit\": the "
+    o << "Median of the rounds, [min-max]; n = rounds with a result. \"/ copy limit\": the "
          "median byte rate over the median of `"
-      << link_metric
-      << "` in the same topology. Ratios to peers are this system's median over the peer's "
-         "(for latency, lower is better). Guest CPU s/GB: CPU time of all guests (from "
-         "/proc/stat) per GB of payload moved; in the pair topology also per side: a = the "
-         "client's guest (requester, sender), b = the server's (responder, receiver).\n";
+      << limits.link_metric
+      << "` in the same topology; \"/ doorbell RTT\": the median latency over the median of `"
+      << limits.floor_metric
+      << "` (a latency under 1 needs no doorbell). Ratios to peers are this system's median "
+         "over the peer's (for latency, lower is better). Guest CPU: CPU time of all guests "
+         "(from /proc/stat) per GB of payload moved, or per message where the sample counts "
+         "them (the doorbell round trip); in the pair topology also per side: "
+         "a = the client's guest (requester, sender), b = the server's (responder, "
+         "receiver).\n";
     return o.str();
 }
 
@@ -292,8 +349,8 @@ std::string json(const std::vector<Sample>& samples, const Report& r) {
           << ", \"cpu_seconds\": " << json_num(s.cpu_s) << ", \"bytes\": " << json_num(s.bytes)
           << ", \"cpu_seconds_a\": " << (s.cpu_a_s ? json_num(*s.cpu_a_s) : "null")
           << ", \"cpu_seconds_b\": " << (s.cpu_b_s ? json_num(*s.cpu_b_s) : "null")
-          << ", \"note\": " << json_str(s.note) << "}" << (i + 1 < samples.size() ? "," : "")
-          << "\n";
+          << ", \"messages\": " << json_num(s.msgs) << ", \"note\": " << json_str(s.note) << "}"
+          << (i + 1 < samples.size() ? "," : "") << "\n";
     }
     o << "  ],\n  \"summary\": [\n";
     for (size_t i = 0; i < r.rows.size(); ++i) {
@@ -310,7 +367,15 @@ std::string json(const std::vector<Sample>& samples, const Report& r) {
               << (row.cpu_per_gb_a ? json_num(*row.cpu_per_gb_a) : "null");
             o << ", \"cpu_seconds_per_gb_b\": "
               << (row.cpu_per_gb_b ? json_num(*row.cpu_per_gb_b) : "null");
+            o << ", \"cpu_us_per_message\": "
+              << (row.cpu_us_per_msg ? json_num(*row.cpu_us_per_msg) : "null");
+            o << ", \"cpu_us_per_message_a\": "
+              << (row.cpu_us_per_msg_a ? json_num(*row.cpu_us_per_msg_a) : "null");
+            o << ", \"cpu_us_per_message_b\": "
+              << (row.cpu_us_per_msg_b ? json_num(*row.cpu_us_per_msg_b) : "null");
             o << ", \"ratio_to_link_limit\": " << (row.vs_link ? json_num(*row.vs_link) : "null");
+            o << ", \"ratio_to_latency_floor\": "
+              << (row.vs_floor ? json_num(*row.vs_floor) : "null");
             o << ", \"ratio_to_peers\": {";
             for (size_t k = 0; k < row.vs_peers.size(); ++k)
                 o << (k ? ", " : "") << json_str(row.vs_peers[k].first) << ": "
@@ -325,71 +390,93 @@ std::string json(const std::vector<Sample>& samples, const Report& r) {
     return o.str();
 }
 
+namespace {
+
+// One chart panel: which rows it shows and the value of a row in it.
+struct Panel {
+    std::string kind, title, ylabel;
+    bool wants(const Row& row) const {
+        if (!row.n || row.system == "ntb_hw_ivshmem") return false;  // the limits themselves
+        bool eth = row.metric.starts_with("iperf3");
+        if (kind == "eth") return eth && row.vs_link;
+        if (kind == "rdma") return !eth && row.vs_link;
+        return lower_is_better(row.unit) && !row.metric.ends_with(" p99");
+    }
+    // value, min, max in the panel's unit
+    std::array<double, 3> values(const Row& row, bool per_floor) const {
+        double k = 1;
+        if (kind != "lat")
+            k = *row.vs_link / row.med;
+        else if (per_floor)
+            k = *row.vs_floor / row.med;
+        return {row.med * k, row.lo * k, row.hi * k};
+    }
+};
+
+// The panel's data file: one line per metric, value/lo/hi per system.
+std::string panel_data(const Report& r, const std::string& t, const Panel& p, bool per_floor,
+                       std::vector<std::string>& metrics, std::vector<std::string>& systems) {
+    for (const auto& row : r.rows) {
+        if (row.topo != t || !p.wants(row) || (p.kind == "lat" && per_floor && !row.vs_floor))
+            continue;
+        add_unique(metrics, row.metric);
+        add_unique(systems, row.system);
+    }
+    std::ostringstream d;
+    d << "# metric";
+    for (const auto& sys : systems) d << " \"" << sys << "\" lo hi";
+    d << "\n";
+    for (const auto& m : metrics) {
+        d << "\"" << m << "\"";
+        for (const auto& sys : systems) {
+            const Row* row = r.find(t, sys, m);
+            if (!row || !p.wants(*row) || (p.kind == "lat" && per_floor && !row->vs_floor)) {
+                d << " ? ? ?";
+                continue;
+            }
+            for (double v : p.values(*row, per_floor)) d << " " << json_num(v);
+        }
+        d << "\n";
+    }
+    return d.str();
+}
+
+}  // namespace
+
 Chart chart(const Report& r, std::string_view png_path) {
     Chart c;
-    // Panels per topology: byte-rate metrics as a fraction of the link limit
-    // (log scale), and latencies in microseconds.
-    struct Panel {
-        std::string kind, title, ylabel;
-        bool log;
-    };
+    // Per topology: where each system stands against the two limits, one
+    // panel per group of alternatives (log scales; 1 = the limit).
     const Panel panels[] = {
-        {"bw", "throughput / link limit", "ratio to ntb_perf (log)", true},
-        {"lat", "latency", "us (log)", true},
+        {"eth", "Ethernet / copy limit", "ratio to the copy limit (log)"},
+        {"rdma", "RDMA throughput / copy limit", "ratio to the copy limit (log)"},
+        {"lat", "latency / doorbell round trip", "ratio to the doorbell RTT (log)"},
     };
     std::ostringstream s;
-    int nrows = static_cast<int>(r.topos.size());
-    s << "set terminal pngcairo size 1600," << 450 * std::max(nrows, 1) << " font ',9'\n";
+    int nrows = std::max(static_cast<int>(r.topos.size()), 1);
+    s << "set terminal pngcairo size 2000," << 450 * nrows << " font ',9'\n";
     s << "set output '" << png_path << "'\n";
     s << "set datafile missing '?'\nset style data histograms\n"
          "set style histogram errorbars gap 1 lw 1\nset style fill solid 0.8 border -1\n"
          "set boxwidth 0.9\nset xtics rotate by -30 left\nset grid ytics\n"
-         "set key outside top center horizontal\nset bars 0.5\nset termoption noenhanced\n";
-    s << "set multiplot layout " << std::max(nrows, 1) << ",2\n";
+         "set key outside top center horizontal\nset bars 0.5\nset termoption noenhanced\n"
+         "set logscale y\n";
+    s << "set multiplot layout " << nrows << ",3\n";
     for (const auto& t : r.topos) {
+        bool per_floor = false;
+        for (const auto& row : r.rows)
+            if (row.topo == t && row.vs_floor && panels[2].wants(row)) per_floor = true;
         for (const auto& p : panels) {
             std::vector<std::string> metrics, systems;
-            for (const auto& row : r.rows) {
-                if (row.topo != t || !row.n) continue;
-                bool want = p.kind == "bw" ? row.vs_link.has_value() : lower_is_better(row.unit);
-                if (!want) continue;
-                add_unique(metrics, row.metric);
-                add_unique(systems, row.system);
-            }
             std::string fname = "chart-" + t + "-" + p.kind + ".dat";
-            std::ostringstream d;
-            d << "# metric";
-            for (const auto& sys : systems) d << " \"" << sys << "\" lo hi";
-            d << "\n";
-            for (const auto& m : metrics) {
-                d << "\"" << m << "\"";
-                for (const auto& sys : systems) {
-                    const Row* row = r.find(t, sys, m);
-                    if (!row || !row->n) {
-                        d << " ? ? ?";
-                        continue;
-                    }
-                    double k = 1;
-                    if (p.kind == "bw") {
-                        if (!row->vs_link) {
-                            d << " ? ? ?";
-                            continue;
-                        }
-                        k = *row->vs_link / row->med;
-                    }
-                    d << " " << json_num(row->med * k) << " " << json_num(row->lo * k) << " "
-                      << json_num(row->hi * k);
-                }
-                d << "\n";
-            }
-            c.data[fname] = d.str();
-            s << "set title '" << t << ": " << p.title << "'\n";
-            s << "set ylabel '" << p.ylabel << "'\n";
-            s << (p.log ? "set logscale y\nset yrange [*:*]\n"
-                        : "unset logscale y\nset yrange [0:*]\n");
+            c.data[fname] = panel_data(r, t, p, per_floor, metrics, systems);
+            bool in_us = p.kind == "lat" && !per_floor;
+            s << "set title '" << t << ": "
+              << (in_us ? "latency (no doorbell RTT measured)" : p.title) << "'\n";
+            s << "set ylabel '" << (in_us ? "us (log)" : p.ylabel) << "'\n";
             if (metrics.empty()) {
-                s << "set yrange [0:1]\nset label 1 'no data' at graph 0.5,0.5 center\n"
-                     "plot NaN notitle\nunset label 1\nset autoscale y\n";
+                s << "set label 1 'no data' at graph 0.5,0.5 center\n"
+                     "plot [][1:10] NaN notitle\nunset label 1\n";
                 continue;
             }
             s << "plot ";
@@ -401,6 +488,7 @@ Chart chart(const Report& r, std::string_view png_path) {
                 auto it = std::find(r.systems.begin(), r.systems.end(), systems[i]);
                 s << " lt " << 1 + (it - r.systems.begin()) << " title '" << systems[i] << "'";
             }
+            if (!in_us) s << ", 1 with lines dt 2 lc rgb 'black' title 'limit'";
             s << "\n";
         }
     }

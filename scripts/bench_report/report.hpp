@@ -26,12 +26,14 @@ struct Sample {
     // The same CPU time per side (pair topology): a = the client's host
     // (requester, sender), b = the server's (responder, receiver).
     std::optional<double> cpu_a_s, cpu_b_s;
+    double msgs = 0;  // messages (round trips) the CPU time covers (0: not counted)
 };
 
 // Sample file format, one record per line, tab-separated:
-//   topo system metric unit round value cpu_s bytes [note [cpu_a_s cpu_b_s]]
+//   topo system metric unit round value cpu_s bytes [note [cpu_a_s cpu_b_s [msgs]]]
 // value "NA" marks a failed or unsupported measurement (note says why);
-// cpu_a_s / cpu_b_s "NA" when the sides share one guest (loop topology).
+// cpu_a_s / cpu_b_s "NA" when the sides share one guest (loop topology);
+// msgs: the messages (latency round trips) the CPU time covers, 0 = none.
 // Blank lines and lines starting with '#' are ignored.
 // Throws std::runtime_error("LINE: what") on a malformed record.
 Sample parse_line(std::string_view line, int lineno = 0);
@@ -48,9 +50,12 @@ struct Row {
     int n = 0;  // numeric samples
     int failed = 0;
     double med = 0, lo = 0, hi = 0;
-    std::optional<double> cpu_per_gb;                      // median guest CPU s per GB moved
-    std::optional<double> cpu_per_gb_a, cpu_per_gb_b;      // the same per side (pair)
-    std::optional<double> vs_link;                         // median / link limit (byte rates only)
+    std::optional<double> cpu_per_gb;                  // median guest CPU s per GB moved
+    std::optional<double> cpu_per_gb_a, cpu_per_gb_b;  // the same per side (pair)
+    std::optional<double> cpu_us_per_msg;              // median guest CPU us per message
+    std::optional<double> cpu_us_per_msg_a, cpu_us_per_msg_b;
+    std::optional<double> vs_link;   // median / link limit (byte rates only)
+    std::optional<double> vs_floor;  // median / latency floor (latencies only)
     std::vector<std::pair<std::string, double>> vs_peers;  // this / peer
     std::string reason;                                    // when n == 0
     std::vector<double> values;
@@ -62,14 +67,21 @@ struct Report {
     const Row* find(std::string_view topo, std::string_view system, std::string_view metric) const;
 };
 
-// link_metric: the metric whose median (same topology) is the link limit.
-Report summarize(const std::vector<Sample>& samples, std::string_view link_metric);
+// The two limits every row is read against (medians, same topology):
+// byte rates over link_metric's, latencies over floor_metric's.
+struct Limits {
+    std::string link_metric = "flat window copy";
+    std::string floor_metric = "doorbell round trip";
+};
+Report summarize(const std::vector<Sample>& samples, const Limits& limits = {});
 
 std::string fmt_value(double v);  // 3 significant digits, plain notation
-std::string markdown(const Report& r, std::string_view link_metric);
+std::string markdown(const Report& r, const Limits& limits = {});
 std::string json(const std::vector<Sample>& samples, const Report& r);
 
 // Gnuplot: one data file per topology and panel plus a script writing png_path.
+// Panels: Ethernet byte rates and RDMA byte rates over the link limit,
+// latencies over the latency floor (or in us when there is none).
 struct Chart {
     std::string script;
     std::map<std::string, std::string> data;  // file name -> contents

@@ -30,7 +30,7 @@ int run(const std::string& args) {
 void put(const fs::path& f, const std::string& text) { std::ofstream(f) << text; }
 
 const char* kSamples =
-    "loop\tntb_hw_ivshmem\tntb_perf copy\tMB/s\t1\t1000\t1\t134217728\n"
+    "loop\tntb_hw_ivshmem\tflat window copy\tMB/s\t1\t1000\t1\t134217728\n"
     "loop\tveth\tiperf3 TCP x1\tGbit/s\t1\t4\t2\t1e9\n"
     "loop\tntrdma\tib_send_lat 2 B\tus\t1\tNA\t0\t0\tno ntrdma verbs device\n";
 
@@ -42,8 +42,15 @@ TEST(Cli, WritesEveryOutput) {
     EXPECT_EQ(run("--out " + d.p.string() + " --require 'loop|veth|iperf3 TCP x1' " +
                   (d.p / "s.tsv").string()),
               0);
-    for (const char* f : {"results.json", "results.md", "chart.gp", "chart-loop-bw.dat"})
+    for (const char* f : {"results.json", "results.md", "chart.gp", "chart-loop-eth.dat",
+                          "chart-loop-rdma.dat", "chart-loop-lat.dat"})
         EXPECT_TRUE(fs::exists(d.p / f)) << f;
+    // the default link limit is the flat window's copy rate: 4 Gbit/s = 500 MB/s = 0.5
+    std::ifstream md(d.p / "results.md");
+    std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("| iperf3 TCP x1 | veth | 4.00 [4.00-4.00] Gbit/s | 1 | 0.5 | - |"),
+              std::string::npos)
+        << text;
 }
 
 TEST(Cli, FailsOnMissingOrNaRequiredRow) {

@@ -5,6 +5,10 @@
 
 using namespace bench;
 
+namespace {
+const Limits kDemo{"ntb_perf copy", "doorbell round trip"};
+}  // namespace
+
 TEST(Median, OddEvenSingle) {
     EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
     EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
@@ -35,13 +39,13 @@ TEST(Parse, CpuPerSide) {
     EXPECT_FALSE(l.cpu_a_s.has_value());
     EXPECT_THROW(parse_line("pair\tntrdma\tw\tMiB/s\t1\t9\t3\t2e9\tx\t1", 1),
                  std::runtime_error);  // 10 fields
-    Report r = summarize({s}, "ntb_perf copy");
+    Report r = summarize({s}, kDemo);
     ASSERT_EQ(r.rows.size(), 1u);
     ASSERT_TRUE(r.rows[0].cpu_per_gb_a && r.rows[0].cpu_per_gb_b);
     EXPECT_DOUBLE_EQ(*r.rows[0].cpu_per_gb_a, 0.25);
     EXPECT_DOUBLE_EQ(*r.rows[0].cpu_per_gb_b, 1.25);
-    EXPECT_NE(markdown(r, "ntb_perf copy").find("| 1.50 (a 0.25, b 1.25) |"), std::string::npos)
-        << markdown(r, "ntb_perf copy");
+    EXPECT_NE(markdown(r, kDemo).find("| 1.50 (a 0.25, b 1.25) |"), std::string::npos)
+        << markdown(r, kDemo);
     EXPECT_NE(json({s}, r).find("\"cpu_seconds_per_gb_b\": 1.25"), std::string::npos);
 }
 
@@ -97,7 +101,7 @@ std::vector<Sample> demo() {
 }  // namespace
 
 TEST(Summarize, MedianMinMaxAndFailures) {
-    Report r = summarize(demo(), "ntb_perf copy");
+    Report r = summarize(demo(), kDemo);
     EXPECT_EQ(r.topos, (std::vector<std::string>{"loop", "pair"}));
     const Row* link = r.find("loop", "ntb_hw_ivshmem", "ntb_perf copy");
     ASSERT_NE(link, nullptr);
@@ -122,7 +126,7 @@ TEST(Summarize, MedianMinMaxAndFailures) {
 }
 
 TEST(Summarize, Ratios) {
-    Report r = summarize(demo(), "ntb_perf copy");
+    Report r = summarize(demo(), kDemo);
     const Row* veth = r.find("loop", "veth", "tcp");
     ASSERT_NE(veth, nullptr);
     // 8 Gbit/s = 1000 MB/s over a 1000 MB/s link
@@ -146,16 +150,17 @@ TEST(Summarize, Ratios) {
 
 TEST(Summarize, MixedUnitsRejected) {
     auto v = parse("loop\ta\tm\tus\t1\t1\t0\t0\nloop\ta\tm\tms\t2\t1\t0\t0\n");
-    EXPECT_THROW(summarize(v, "x"), std::runtime_error);
+    EXPECT_THROW(summarize(v, Limits{"x"}), std::runtime_error);
 }
 
 TEST(Output, MarkdownShowsNaAndRatios) {
     auto samples = demo();
-    Report r = summarize(samples, "ntb_perf copy");
-    std::string md = markdown(r, "ntb_perf copy");
+    Report r = summarize(samples, kDemo);
+    std::string md = markdown(r, kDemo);
     EXPECT_NE(md.find("#### Topology: loop"), std::string::npos);
-    EXPECT_NE(md.find("| tcp | veth | 8.00 [4.00-16.0] Gbit/s | 3 | 1.00 | 2.67x ntr0 | 2.00 |"),
-              std::string::npos)
+    EXPECT_NE(
+        md.find("| tcp | veth | 8.00 [4.00-16.0] Gbit/s | 3 | 1.00 | - | 2.67x ntr0 | 2.00 |"),
+        std::string::npos)
         << md;
     EXPECT_NE(md.find("n/a (no ntrdma verbs device)"), std::string::npos);
     EXPECT_NE(md.find("2 (+1 failed)"), std::string::npos);
@@ -163,7 +168,7 @@ TEST(Output, MarkdownShowsNaAndRatios) {
 
 TEST(Output, JsonHasEverySample) {
     auto samples = demo();
-    Report r = summarize(samples, "ntb_perf copy");
+    Report r = summarize(samples, kDemo);
     std::string j = json(samples, r);
     size_t n = 0;
     for (size_t p = j.find("\"round\""); p != std::string::npos; p = j.find("\"round\"", p + 1))
@@ -175,20 +180,54 @@ TEST(Output, JsonHasEverySample) {
 }
 
 TEST(Output, ChartDataAndScript) {
-    Report r = summarize(demo(), "ntb_perf copy");
+    Report r = summarize(demo(), kDemo);
     Chart c = chart(r, "out.png");
     EXPECT_NE(c.script.find("set output 'out.png'"), std::string::npos);
-    ASSERT_TRUE(c.data.count("chart-loop-bw.dat"));
-    ASSERT_TRUE(c.data.count("chart-loop-lat.dat"));
-    const std::string& bw = c.data["chart-loop-bw.dat"];
-    EXPECT_NE(bw.find("\"tcp\""), std::string::npos);
-    EXPECT_NE(bw.find("\"ntb_perf copy\" 1 0.8 1.2"), std::string::npos) << bw;
-    // pair has no link limit: empty bw panel, still plotted
+    for (const char* f : {"chart-loop-eth.dat", "chart-loop-rdma.dat", "chart-loop-lat.dat"})
+        ASSERT_TRUE(c.data.count(f)) << f;
+    // "tcp" is not an iperf3 row: the RDMA panel; the limit itself is not a bar
+    const std::string& bw = c.data["chart-loop-rdma.dat"];
+    EXPECT_NE(bw.find("\"tcp\" 1 0.5 2 0.375 0.25 0.5"), std::string::npos) << bw;
+    EXPECT_EQ(bw.find("ntb_perf copy"), std::string::npos) << bw;
+    // no doorbell round trip in the demo: latencies in us
+    EXPECT_NE(c.data["chart-loop-lat.dat"].find("\"lat\" 10 10 10"), std::string::npos)
+        << c.data["chart-loop-lat.dat"];
+    EXPECT_NE(c.script.find("latency (no doorbell RTT measured)"), std::string::npos);
+    // pair has no link limit: empty panels, still plotted
     EXPECT_NE(c.script.find("no data"), std::string::npos);
 }
 
+TEST(Limits, LatencyOverDoorbellAndCpuPerMessage) {
+    auto v = parse(
+        "pair\tntb_hw_ivshmem\tdoorbell round trip\tus\t1\t200\t0.5\t0\tx\t0.2\t0.3\t10000\n"
+        "pair\tntrdma\tib_write_lat 2 B\tus\t1\t4\t0.02\t0\tx\t0.01\t0.01\t1000\n"
+        "pair\trxe\tib_write_lat 2 B\tus\t1\t400\t0.8\t0\n"
+        "pair\trxe\tib_write_lat 2 B p99\tus\t1\t900\t0\t0\n");
+    EXPECT_DOUBLE_EQ(v[1].msgs, 1000);
+    EXPECT_THROW(parse_line("pair\ta\tm\tus\t1\t1\t0\t0\tx\tNA\tNA\t-1", 1), std::runtime_error);
+    Report r = summarize(v);  // default limits: the doorbell round trip is the floor
+    const Row* ntr = r.find("pair", "ntrdma", "ib_write_lat 2 B");
+    ASSERT_TRUE(ntr && ntr->vs_floor);
+    EXPECT_DOUBLE_EQ(*ntr->vs_floor, 0.02);
+    EXPECT_DOUBLE_EQ(*r.find("pair", "rxe", "ib_write_lat 2 B")->vs_floor, 2.0);
+    ASSERT_TRUE(ntr->cpu_us_per_msg && ntr->cpu_us_per_msg_a && ntr->cpu_us_per_msg_b);
+    EXPECT_DOUBLE_EQ(*ntr->cpu_us_per_msg, 20);  // 0.02 s over 1000 messages
+    EXPECT_DOUBLE_EQ(*ntr->cpu_us_per_msg_b, 10);
+    EXPECT_FALSE(r.find("pair", "rxe", "ib_write_lat 2 B")->cpu_us_per_msg);  // not counted
+    std::string md = markdown(r);
+    EXPECT_NE(md.find("| 0.02 | 0.01x rxe | 20.0 us/msg (a 10.0, b 10.0) |"), std::string::npos)
+        << md;
+    EXPECT_NE(json(v, r).find("\"ratio_to_latency_floor\": 0.02"), std::string::npos);
+    // the latency panel: ratios, the doorbell row and p99 rows left out
+    Chart c = chart(r, "x.png");
+    const std::string& lat = c.data["chart-pair-lat.dat"];
+    EXPECT_NE(lat.find("\"ib_write_lat 2 B\" 0.02 0.02 0.02 2 2 2"), std::string::npos) << lat;
+    EXPECT_EQ(lat.find("p99"), std::string::npos) << lat;
+    EXPECT_EQ(lat.find("doorbell"), std::string::npos) << lat;
+}
+
 TEST(Required, MissingAndNa) {
-    Report r = summarize(demo(), "ntb_perf copy");
+    Report r = summarize(demo(), kDemo);
     auto m = check_required(r, {"loop|veth|tcp", "loop|ntrdma|lat", "pair|ntr0|tcp", "bad"});
     ASSERT_EQ(m.size(), 3u);
     EXPECT_NE(m[0].find("n/a (no ntrdma verbs device)"), std::string::npos);
