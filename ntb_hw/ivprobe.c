@@ -122,14 +122,17 @@ static int ivprobe_window(struct ivprobe *p)
 static void __iomem *ivprobe_peer_target(struct ivprobe *p,
 					 struct ivprobe_desc __iomem *desc)
 {
-	u64 addr = readq(&desc->addr), size = readq(&desc->size);
 	void __iomem *dst;
+	u64 addr, size;
 
 	if (readq(&desc->magic) != IVPROBE_MAGIC) {
 		snprintf(p->result, sizeof(p->result),
 			 "error: the peer exported nothing (echo export there)\n");
 		return NULL;
 	}
+	rmb(); /* the fields the magic vouches for, after it */
+	addr = readq(&desc->addr);
+	size = readq(&desc->size);
 	if (size != IVPROBE_CHUNK || !PAGE_ALIGNED(addr) ||
 	    addr >= p->port.flat_size || size > p->port.flat_size - addr) {
 		snprintf(p->result, sizeof(p->result),
@@ -176,6 +179,7 @@ static int ivprobe_flat(struct ivprobe *p)
 static int ivprobe_export(struct ivprobe *p)
 {
 	struct ivprobe_desc *desc = ivprobe_local_desc(p);
+	__le64 *first;
 	u64 cookie;
 
 	if (p->target)
@@ -184,7 +188,8 @@ static int ivprobe_export(struct ivprobe *p)
 	if (!p->target)
 		return -ENOMEM;
 	get_random_bytes(&cookie, sizeof(cookie));
-	*(u64 *)page_address(p->target) = cookie;
+	first = page_address(p->target);
+	*first = cpu_to_le64(cookie);
 	WRITE_ONCE(desc->busy, 0);
 	WRITE_ONCE(desc->addr, cpu_to_le64(page_to_phys(p->target)));
 	WRITE_ONCE(desc->size, cpu_to_le64(IVPROBE_CHUNK));

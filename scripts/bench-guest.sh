@@ -91,11 +91,13 @@ save_raw() { # SUFFIX TEXT
 measure() {
 	local sys=$1 metric=$2 unit=$3 round=$4 c1 cpu cpu_a cpu_b
 	shift 4
-	VAL='' BYTES=0 NOTE='' CPU0='' P99='' MSGS=0
+	VAL='' BYTES=0 NOTE='' CPU0='' P99='' MSGS=0 CPU_SET=''
 	RAW_TAG="r$round-${sys//[^A-Za-z0-9_@]/_}-${metric//[^A-Za-z0-9_]/_}"
 	if "$@" && [ -n "$VAL" ]; then
 		c1=$(cpu_now)
 		read -r cpu cpu_a cpu_b < <(cpu_delta "${CPU0:-$c1}" "$c1")
+		# the tool measured its timed run itself ("ALL A B" seconds)
+		[ -n "$CPU_SET" ] && read -r cpu cpu_a cpu_b <<<"$CPU_SET"
 		record "$sys" "$metric" "$unit" "$round" "$VAL" "$cpu" "$BYTES" "$NOTE" "$cpu_a" "$cpu_b" "$MSGS"
 		# a latency's tail, from the same run
 		[ -n "$P99" ] && record "$sys" "$metric p99" "$unit" "$round" "$P99" 0 0 \
@@ -572,7 +574,7 @@ qperf_run() {
 	$SRV "pkill -x qperf; (qperf >/dev/null 2>&1 &)"
 	sleep 1
 	cpu_mark
-	out=$($CLI "timeout $((SECS + 30)) qperf $cm -t $SECS $DST $test" 2>&1)
+	out=$($CLI "timeout $((SECS + 30)) qperf $cm -vs -vt -t $SECS $DST $test" 2>&1)
 	save_raw "" "$out"
 	read -r v u < <(awk '$1 == "bw" || $1 == "latency" { print $3, $4; exit }' <<<"$out")
 	if [ -z "${v:-}" ]; then
@@ -590,10 +592,29 @@ qperf_run() {
 		VAL=$(awk -v v="$v" -v u="$u" 'BEGIN { s = u ~ /^ms/ ? 1000 : u ~ /^ns/ ? 0.001 : u ~ /^sec/ ? 1e6 : 1
 			printf "%.2f", v * s }')
 		BYTES=0
+		qperf_msg_cpu "$out"
 		;;
 	esac
 	NOTE=
 	return 0
+}
+
+# qperf_msg_cpu OUTPUT: MSGS and CPU_SET from qperf's own figures for its
+# timed run (-vs -vt: msg_rate, loc/rem_cpus_used, from /proc/stat of each
+# end's host: in the loop topology both ends see the one guest). qperf waits
+# on its completion queues by default: the CPU per message is the driver's.
+qperf_msg_cpu() {
+	local r
+	r=$(awk -v secs="$SECS" -v pair="$(is_pair && echo 1)" '
+		$1 == "msg_rate" { m = $4 ~ /^M/ ? 1e6 : $4 ~ /^K/ ? 1e3 : 1; rate = $3 * m }
+		$1 == "loc_cpus_used" { loc = $3 / 100 }
+		$1 == "rem_cpus_used" { rem = $3 / 100 }
+		END { if (rate > 0 && loc != "") {
+			if (pair) printf "%.0f %.3f %.3f %.3f\n", rate * secs, (loc + rem) * secs, loc * secs, rem * secs
+			else printf "%.0f %.3f NA NA\n", rate * secs, loc * secs } }' <<<"$1")
+	[ -n "$r" ] || return 0
+	MSGS=${r%% *}
+	CPU_SET=${r#* }
 }
 
 rdma_label() { # TEST:ARG -> "metric|unit|func args"

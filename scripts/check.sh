@@ -61,26 +61,41 @@ if ! grep -q 'tests passed' "$OUT/ctest.log"; then
 	result fail "unit: ctest did not run"
 fi
 
+echo "# packages: make deb"
+if make -s -C "$ROOT" deb > "$OUT/deb.log" 2>&1; then
+	result ok "make deb: $(find "$ROOT/build/deb" -name "*.deb" -printf "%f ")"
+else
+	sed 's/^/# /' "$OUT/deb.log" | tail -20
+	result fail "make deb"
+fi
+
+# Test-bed runs, NAME:FLAT:TESTS[:TCG[:TESTBED OPTIONS]].
 # Stock NTB clients expect two small windows (no flat window); NTRDMA needs
 # the flat window: one test-bed run each, in both topologies.
 STOCK="stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh"
-NTR="ntrdma:1:ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh,ntrdma_verbs_loss_test.sh,ntrdma_kverbs_test.sh,ntrdma_nvmeof_test.sh,ntrdma_pyverbs_test.sh,ntrdma_fault_test.sh"
+NTR="ntrdma:1:ntb_hw_probe_test.sh,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh,ntrdma_verbs_loss_test.sh,ntrdma_kverbs_test.sh,ntrdma_nvmeof_test.sh,ntrdma_pyverbs_test.sh,ntrdma_fault_test.sh"
 # The soak's short form (8 cycles) in guests whose vCPUs share one TCG
 # thread: with one thread per vCPU, QEMU 7.2 can leave a vCPU in a stale
 # translation of kernel text the other one re-patched (README, Liveness).
 SOAK="soak:1:ntrdma_soak_test.sh:single"
-RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$STOCK $NTR $SOAK"}}
+# The Debian packages, installed into a guest booted without the build
+# tree's modules; the tools test then runs on what they installed.
+DEB="deb:1:ntrdma_deb_test.sh::--no-modules"
+# In the loop topology the tools test runs in the deb run (on the packages).
+NTR_LOOP=${NTR/ntrdma_tools_test.sh,/}
+RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$STOCK $NTR_LOOP $SOAK $DEB"}}
 RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$STOCK $NTR $SOAK"}}
 for topo in $TOPOS; do
 runs_var=RUNS_$topo
 for run in ${!runs_var}; do
 	# NAME:FLAT:TESTS[:TCG] (TCG: QEMU's TCG threading, single or multi)
-	IFS=: read -r rname flat tests tcg <<<"$run"
+	IFS=: read -r rname flat tests tcg opts <<<"$run"
 	echo "# selftests, topology: $topo, $rname (flat window: $flat${tcg:+, TCG $tcg}): ${tests//,/ }"
 	tout=$OUT/$topo-$rname
 	mkdir -p "$tout"
+	# shellcheck disable=SC2086 # opts: testbed options, split on purpose
 	TESTBED_TCG_THREAD=$tcg "$ROOT/scripts/testbed.sh" --topo "$topo" --flat "$flat" --timeout 1800 \
-		--out "$tout" -- selftests/run.sh ${tests//,/ } > "$tout/testbed.log" 2>&1
+		$opts --out "$tout" -- selftests/run.sh ${tests//,/ } > "$tout/testbed.log" 2>&1
 	rc=$?
 	ktap=$(ls "$tout"/ktap.*.txt 2>/dev/null | head -1)
 	if [ -z "$ktap" ]; then

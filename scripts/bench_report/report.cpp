@@ -331,7 +331,7 @@ std::string markdown(const Report& r, const Limits& limits) {
       << "` (a latency under 1 needs no doorbell). Ratios to peers are this system's median "
          "over the peer's (for latency, lower is better). Guest CPU: CPU time of all guests "
          "(from /proc/stat) per GB of payload moved, or per message where the sample counts "
-         "them (the doorbell round trip); in the pair topology also per side: "
+         "them (the doorbell round trip, qperf rc_lat); in the pair topology also per side: "
          "a = the client's guest (requester, sender), b = the server's (responder, "
          "receiver).\n";
     return o.str();
