@@ -8,6 +8,8 @@
 #   make lint       checkpatch --strict and sparse on the kernel code
 #   make bench      measurements beside the alternatives, both topologies
 #                   (scripts/bench.sh; results in build/bench/)
+#   make deb        Debian packages into build/deb/: ntrdma-dkms (the modules,
+#                   built by DKMS on install) and libntrdma1 (the provider)
 #   make install    on a real host: the rdma-core provider (libntrdma-rdmav34.so
 #                   into libibverbs' provider directory, ntrdma.driver into
 #                   /etc/libibverbs.d) and the kernel modules; DESTDIR honoured
@@ -34,7 +36,7 @@ KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
 	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
 
 .PHONY: all deps kernel-ext modules user check unit selftests demo lint \
-	sparse checkpatch clean bench install fuzz soak
+	sparse checkpatch clean bench install fuzz soak deb dkms-modules
 
 all: modules user
 
@@ -86,6 +88,15 @@ checkpatch: kernel-ext
 	@$(ROOT)/scripts/checkpatch.sh
 
 lint: checkpatch sparse
+
+deb: user
+	@$(ROOT)/scripts/mkdeb.sh
+
+# What DKMS runs in its copy of the sources (scripts/deb/dkms.conf.in): the
+# NTB core from linux-source and our modules; no test hooks, no apt-get.
+dkms-modules:
+	@KEXT_CORE_ONLY=1 $(ROOT)/scripts/build-kernel-ext.sh
+	+$(KMAKE) CONFIG_NTRDMA_TEST_HOOKS=n CONFIG_NTRDMA_KVERBS_TEST=n modules
 
 install: all
 	DESTDIR=$(DESTDIR) cmake --install $(USERBUILD) --component provider

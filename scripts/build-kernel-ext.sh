@@ -5,11 +5,21 @@
 # stock NTB clients, ntb_netdev and siw) from the distribution's linux-source
 # package, into build/kernel/. Nothing of this goes into the repository.
 # Also extracts scripts/checkpatch.pl and the NTB selftest for later steps.
+# KEXT_CORE_ONLY=1 builds the NTB core (ntb.ko) alone: what the DKMS package
+# needs (scripts/deb/).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 KDIR=${KDIR:-/lib/modules/$("$ROOT/scripts/kver.sh")/build}
-SRC_TAR=${LINUX_SOURCE_TAR:-$(ls /usr/src/linux-source-*.tar.xz | sort -V | tail -1)}
+# The linux-source of the target kernel's major.minor (KVER), else the newest.
+kmm=$(sed -n 's/^\([0-9]*\.[0-9]*\).*/\1/p' <<<"${KVER:-}")
+if [ -n "${LINUX_SOURCE_TAR:-}" ]; then
+	SRC_TAR=$LINUX_SOURCE_TAR
+elif [ -n "$kmm" ] && [ -f "/usr/src/linux-source-$kmm.tar.xz" ]; then
+	SRC_TAR=/usr/src/linux-source-$kmm.tar.xz
+else
+	SRC_TAR=$(ls /usr/src/linux-source-*.tar.xz 2>/dev/null | sort -V | tail -1 || true)
+fi
 OUT=$ROOT/build/kernel
 LSRC=$ROOT/build/linux-src
 
@@ -17,6 +27,23 @@ if grep -q '^CONFIG_NTB=' "$KDIR/.config" 2>/dev/null; then
 	echo "build-kernel-ext: $KDIR has CONFIG_NTB; using the kernel's own NTB core"
 	exit 0
 fi
+
+# The DKMS package ships the NTB core of the kernel it was built for
+# (ntb-core/core.c, its major.minor in ntb-core/VERSION): no linux-source
+# needed on the target for that kernel.
+build_core() { # CORE_C FROM: ntb.ko alone
+	mkdir -p "$OUT"
+	cp "$1" "$OUT/core.c"
+	printf 'obj-m += ntb.o\nntb-y := core.o\n' >"$OUT/Kbuild"
+	make -s -C "$KDIR" M="$OUT" modules
+	echo "build-kernel-ext: built ntb.ko (the NTB core) from $2"
+	exit 0
+}
+if [ "${KEXT_CORE_ONLY:-0}" = 1 ] && [ -f "$ROOT/ntb-core/core.c" ] &&
+	[ "$(cat "$ROOT/ntb-core/VERSION" 2>/dev/null)" = "$kmm" ]; then
+	build_core "$ROOT/ntb-core/core.c" "the packaged ntb-core ($kmm)"
+fi
+[ -n "$SRC_TAR" ] || { echo "build-kernel-ext: no /usr/src/linux-source-*.tar.xz (install linux-source-$kmm)" >&2; exit 1; }
 
 stamp=$LSRC/.extracted
 if [ ! -f "$stamp" ] || [ "$SRC_TAR" -nt "$stamp" ]; then
@@ -32,6 +59,8 @@ if [ ! -f "$stamp" ] || [ "$SRC_TAR" -nt "$stamp" ]; then
 		"$top/scripts/const_structs.checkpatch"
 	touch "$stamp"
 fi
+
+[ "${KEXT_CORE_ONLY:-0}" = 1 ] && build_core "$LSRC/drivers/ntb/core.c" "$(basename "$SRC_TAR")"
 
 mkdir -p "$OUT/siw"
 for f in drivers/ntb/core.c drivers/ntb/ntb_transport.c \
