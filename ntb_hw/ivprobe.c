@@ -8,6 +8,7 @@
  *   echo window >$D/<port>/copy_probe     128 MiB into the peer's MW 0
  *   echo export >$D/<peer>/copy_probe     the peer offers 4 MiB of its RAM
  *   echo flat >$D/<port>/copy_probe       128 MiB into it, flat window
+ *   echo flat_dma >$D/<port>/copy_probe   the same by the port's DMA engine
  *   echo unexport >$D/<peer>/copy_probe
  *   cat $D/<port>/copy_probe   "copied N bytes in U usecs, R MBytes/s"
  *
@@ -29,8 +30,11 @@
  * for busy to clear and keeps the pages for ever if it does not.
  */
 
+#include <linux/completion.h>
 #include <linux/debugfs.h>
 #include <linux/delay.h>
+#include <linux/dmaengine.h>
+#include <linux/dma-mapping.h>
 #include <linux/io.h>
 #include <linux/ktime.h>
 #include <linux/math64.h>
@@ -46,6 +50,7 @@
 #define IVPROBE_CHUNK		(4UL << 20)
 #define IVPROBE_MAGIC		0x45424f5250564900ULL	/* "\0IVPROBE" */
 #define IVPROBE_UNEXPORT_MS	10000
+#define IVPROBE_DMA_WAIT_MS	30000
 
 /* At desc_off of the exporter's inbound aperture; the copier writes busy. */
 struct ivprobe_desc {
@@ -78,11 +83,19 @@ static u8 *ivprobe_source(u8 *buf, void __iomem *dst)
 	return (dist >> PAGE_SHIFT) & 1 ? buf : buf + PAGE_SIZE;
 }
 
+static void ivprobe_result(struct ivprobe *p, u64 done, ktime_t t0)
+{
+	s64 us = max_t(s64, ktime_us_delta(ktime_get(), t0), 1);
+
+	snprintf(p->result, sizeof(p->result),
+		 "copied %llu bytes in %lld usecs, %llu MBytes/s\n", done, us,
+		 div64_u64(done, us));
+}
+
 static int ivprobe_copy(struct ivprobe *p, void __iomem *dst, size_t len)
 {
 	u64 done = 0;
 	ktime_t t0;
-	s64 us;
 	u8 *buf, *src;
 
 	buf = vmalloc(len + PAGE_SIZE);
@@ -96,11 +109,8 @@ static int ivprobe_copy(struct ivprobe *p, void __iomem *dst, size_t len)
 		done += len;
 		cond_resched();
 	}
-	us = max_t(s64, ktime_us_delta(ktime_get(), t0), 1);
+	ivprobe_result(p, done, t0);
 	vfree(buf);
-	snprintf(p->result, sizeof(p->result),
-		 "copied %llu bytes in %lld usecs, %llu MBytes/s\n", done, us,
-		 div64_u64(done, us));
 	return 0;
 }
 
@@ -120,7 +130,8 @@ static int ivprobe_window(struct ivprobe *p)
 
 /* The peer's descriptor, bounded; maps its pages through the flat window. */
 static void __iomem *ivprobe_peer_target(struct ivprobe *p,
-					 struct ivprobe_desc __iomem *desc)
+					 struct ivprobe_desc __iomem *desc,
+					 phys_addr_t *bus)
 {
 	void __iomem *dst;
 	u64 addr, size;
@@ -139,7 +150,8 @@ static void __iomem *ivprobe_peer_target(struct ivprobe *p,
 			 "error: bad export %#llx+%#llx\n", addr, size);
 		return NULL;
 	}
-	dst = ioremap_wc(p->port.flat_phys + addr, size);
+	*bus = p->port.flat_phys + addr;
+	dst = ioremap_wc(*bus, size);
 	if (dst && readq(dst) != readq(&desc->cookie)) {
 		snprintf(p->result, sizeof(p->result),
 			 "error: the exported pages lack the cookie\n");
@@ -149,10 +161,133 @@ static void __iomem *ivprobe_peer_target(struct ivprobe *p,
 	return dst;
 }
 
-static int ivprobe_flat(struct ivprobe *p)
+/* A copy into the peer's export: @dst its mapping, @bus its flat window address. */
+typedef int (*ivprobe_copy_fn)(struct ivprobe *p, void __iomem *dst,
+			       phys_addr_t bus);
+
+static int ivprobe_cpu_flat(struct ivprobe *p, void __iomem *dst,
+			    phys_addr_t bus)
+{
+	return ivprobe_copy(p, dst, IVPROBE_CHUNK);
+}
+
+struct ivprobe_dma_wait {
+	struct completion done;
+	atomic_t left;		/* descriptors not yet completed */
+};
+
+static void ivprobe_dma_done(void *arg)
+{
+	struct ivprobe_dma_wait *w = arg;
+
+	if (atomic_dec_and_test(&w->left))
+		complete(&w->done);
+}
+
+/* Submits IVPROBE_TOTAL bytes in descriptors of @len; returns bytes submitted. */
+static u64 ivprobe_dma_submit(struct dma_chan *chan, dma_addr_t dst,
+			      dma_addr_t src, size_t len,
+			      struct ivprobe_dma_wait *w)
+{
+	struct dma_async_tx_descriptor *tx;
+	u64 done = 0;
+
+	atomic_set(&w->left, 1);	/* ours, dropped after the last submit */
+	while (done < IVPROBE_TOTAL) {
+		tx = dmaengine_prep_dma_memcpy(chan, dst, src, len,
+					       DMA_PREP_INTERRUPT);
+		if (!tx)
+			break;
+		tx->callback = ivprobe_dma_done;
+		tx->callback_param = w;
+		atomic_inc(&w->left);
+		if (dma_submit_error(dmaengine_submit(tx))) {
+			atomic_dec(&w->left);
+			break;
+		}
+		done += len;
+	}
+	dma_async_issue_pending(chan);
+	ivprobe_dma_done(w);
+	return done;
+}
+
+/*
+ * The port's DMA engine: RAM one page ahead of the window (the TLB, as for
+ * the CPU copy), 4 MiB less that page per descriptor. Bounded wait; the
+ * channel is quiesced before the source pages go back.
+ */
+static int ivprobe_dma_copy(struct ivprobe *p, struct dma_chan *chan,
+			    dma_addr_t dst, struct page *src)
+{
+	struct device *dev = chan->device->dev;
+	size_t len = IVPROBE_CHUNK - PAGE_SIZE;
+	struct ivprobe_dma_wait w;
+	dma_addr_t src_dma;
+	ktime_t t0;
+	u64 done;
+	int rc = 0;
+
+	src_dma = dma_map_page(dev, src, PAGE_SIZE, len, DMA_TO_DEVICE);
+	if (dma_mapping_error(dev, src_dma))
+		return -EIO;
+	init_completion(&w.done);
+	t0 = ktime_get();
+	done = ivprobe_dma_submit(chan, dst, src_dma, len, &w);
+	if (!wait_for_completion_timeout(&w.done,
+					 msecs_to_jiffies(IVPROBE_DMA_WAIT_MS)))
+		rc = -ETIMEDOUT;
+	else if (done < IVPROBE_TOTAL)
+		rc = -EBUSY;	/* the engine refused work */
+	else
+		ivprobe_result(p, done, t0);
+	dmaengine_terminate_sync(chan);
+	dma_unmap_page(dev, src_dma, len, DMA_TO_DEVICE);
+	return rc;
+}
+
+static bool ivprobe_dma_filter(struct dma_chan *chan, void *arg)
+{
+	return chan->device->dev == arg;
+}
+
+static int ivprobe_dma_flat(struct ivprobe *p, void __iomem *dst,
+			    phys_addr_t bus)
+{
+	struct dma_chan *chan;
+	dma_cap_mask_t mask;
+	dma_addr_t dst_dma;
+	struct page *src;
+	int rc = -ENOMEM;
+
+	dma_cap_zero(mask);
+	dma_cap_set(DMA_MEMCPY, mask);
+	chan = dma_request_channel(mask, ivprobe_dma_filter, p->port.dev);
+	if (!chan)
+		return -ENODEV;
+	src = alloc_pages(GFP_KERNEL, get_order(IVPROBE_CHUNK));
+	if (!src)
+		goto out_chan;
+	get_random_bytes(page_address(src), IVPROBE_CHUNK);
+	dst_dma = dma_map_resource(chan->device->dev, bus, IVPROBE_CHUNK,
+				   DMA_FROM_DEVICE, 0);
+	rc = -EIO;
+	if (!dma_mapping_error(chan->device->dev, dst_dma)) {
+		rc = ivprobe_dma_copy(p, chan, dst_dma, src);
+		dma_unmap_resource(chan->device->dev, dst_dma, IVPROBE_CHUNK,
+				   DMA_FROM_DEVICE, 0);
+	}
+	__free_pages(src, get_order(IVPROBE_CHUNK));
+out_chan:
+	dma_release_channel(chan);
+	return rc;
+}
+
+static int ivprobe_flat(struct ivprobe *p, ivprobe_copy_fn copy)
 {
 	struct ivprobe_desc __iomem *desc;
 	void __iomem *dst = NULL;
+	phys_addr_t bus;
 	int rc = -EINVAL;
 
 	if (!p->port.flat_phys)
@@ -162,11 +297,11 @@ static int ivprobe_flat(struct ivprobe *p)
 		return -ENOMEM;
 	writeq(1, &desc->busy);
 	mb(); /* busy is seen before we read magic (unexport: the reverse) */
-	dst = ivprobe_peer_target(p, desc);
+	dst = ivprobe_peer_target(p, desc, &bus);
 	if (dst) {
 		u64 cookie = readq(dst);
 
-		rc = ivprobe_copy(p, dst, IVPROBE_CHUNK);
+		rc = copy(p, dst, bus);
 		writeq(cookie, dst);
 		iounmap(dst);
 	}
@@ -229,7 +364,9 @@ static int ivprobe_run(struct ivprobe *p, const char *cmd)
 	if (sysfs_streq(cmd, "window"))
 		return ivprobe_window(p);
 	if (sysfs_streq(cmd, "flat"))
-		return ivprobe_flat(p);
+		return ivprobe_flat(p, ivprobe_cpu_flat);
+	if (sysfs_streq(cmd, "flat_dma"))
+		return ivprobe_flat(p, ivprobe_dma_flat);
 	if (sysfs_streq(cmd, "export"))
 		return ivprobe_export(p);
 	if (sysfs_streq(cmd, "unexport")) {

@@ -3,12 +3,12 @@
 #
 # The emulated NTB's copy-rate probe (ntb_hw/ivprobe.c, make bench's link
 # limit): copies into the peer's MW 0 and, through the flat window, into
-# pages the peer exported; refuses the flat copy without an export and any
+# pages the peer exported, by CPU or by the port's DMA engine; refuses the flat copy without an export and any
 # copy while a client owns the NTB. Needs the flat window (--flat 1).
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
 
-NTESTS=5
+NTESTS=6
 ktap_header
 ktap_plan $NTESTS
 
@@ -27,6 +27,7 @@ fi
 probe() { echo "$1" >"$D/$LOCAL_DEV/copy_probe" 2>/dev/null; }
 on_peer() { peer "echo $1 >$D/$REMOTE_DEV/copy_probe"; }
 rate() { sed -n 's/^copied 134217728 bytes in [0-9]* usecs, \([0-9]*\) MBytes\/s$/\1/p' "$D/$LOCAL_DEV/copy_probe"; }
+rate_any() { sed -n 's/^copied [0-9]* bytes in [0-9]* usecs, \([0-9]*\) MBytes\/s$/\1/p' "$D/$LOCAL_DEV/copy_probe"; }
 
 probe window
 r=$(rate)
@@ -43,6 +44,11 @@ on_peer export && probe flat
 r=$(rate)
 ktap_diag "flat: $(cat "$D/$LOCAL_DEV/copy_probe")"
 ktap_check "flat: 128 MiB into the 4 MiB the peer exported" test "${r:-0}" -gt 0
+
+probe flat_dma
+r=$(rate_any)
+ktap_diag "flat_dma: $(cat "$D/$LOCAL_DEV/copy_probe")"
+ktap_check "flat_dma: the same by the port's DMA engine" test "${r:-0}" -gt 0
 
 on_peer unexport && ! probe flat
 rc=$?
