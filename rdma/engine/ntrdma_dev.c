@@ -296,8 +296,13 @@ static int ntrdma_find_flat_mw(struct ntrdma_dev *ndev)
 			best_base = base;
 		}
 	}
-	if (best < 0 || best_size < 2 * sizeof(struct ntrdma_inbox))
+	if (best < 0 || best_size < 2 * sizeof(struct ntrdma_inbox)) {
+		/* Windows that do not reach the peer's RAM need windowed mode. */
+		dev_err(&ndev->ntb->dev,
+			"%s: no flat window: %d peer MWs, the largest usable (flat_mw=%d) %pa bytes; ntrdma needs one MW onto all of the peer's RAM at translation 0\n",
+			ndev->name, n, flat_mw, &best_size);
 		return -ENODEV;
+	}
 	ndev->flat_mw = best;
 	ndev->flat_phys = best_base;
 	ndev->flat_size = best_size;
@@ -344,11 +349,8 @@ static int ntrdma_dev_probe(struct ntb_client *client, struct ntb_dev *ntb)
 	snprintf(ndev->name, sizeof(ndev->name), "ntrdma%d", ndev->index);
 
 	rc = ntrdma_find_flat_mw(ndev);
-	if (rc) {
-		dev_err(&ntb->dev, "%s: no memory window usable as a flat window\n",
-			ndev->name);
+	if (rc)
 		goto err_ida;
-	}
 	ndev->flat = ioremap_wc(ndev->flat_phys, ndev->flat_size);
 	if (!ndev->flat) {
 		rc = -ENOMEM;
