@@ -14,7 +14,8 @@
 #
 # Environment: BENCH_REPEATS (3), BENCH_SECS (2: seconds per throughput run),
 # BENCH_LAT_ITERS (1000: iterations per perftest latency run), BENCH_LINK (1:
-# measure ntb_perf), BENCH_DOORBELL (as BENCH_LINK: the doorbell round trip), BENCH_ETH ("ntb_netdev ntr0 veth"), BENCH_ETH_TESTS
+# measure the copy limits: the copy probe and ntb_perf), BENCH_DOORBELL (as
+# BENCH_LINK: the doorbell round trip), BENCH_ETH ("ntb_netdev ntr0 veth"), BENCH_ETH_TESTS
 # ("tcp1 tcp4 udp64"), BENCH_RDMA ("ntrdma rxe siw rxe@ntb_netdev
 # siw@ntb_netdev rxe@ntr0": rxe and siw on the loopback path are the "no
 # link" reference, DRV@NETDEV is what a user with an NTB would run instead
@@ -156,8 +157,8 @@ doorbell_run() {
 # ---- link limit: the copy probe of ntb_hw_ivshmem (ntb_hw/ivprobe.c) -----------
 # 128 MiB by CPU into the peer's MW 0 (what ntb_transport uses) or, through
 # the flat window, into 4 MiB the peer exported (what ntrdma uses), by CPU or
-# by the port's DMA engine. Unlike
-# ntb_perf it keeps source and window apart in QEMU TCG's direct-mapped TLB.
+# by the port's DMA engine. Unlike ntb_perf it keeps source and window apart
+# in QEMU TCG's direct-mapped TLB.
 PROBE_DIR=$DEBUGFS/ntb_hw_ivshmem
 probe_cmd() { # SIDE(local|peer) CMD: one copy_probe command
 	local f="$PROBE_DIR/$LOCAL_DEV/copy_probe"

@@ -13,6 +13,7 @@
 # DEB_DIR (build/deb), DEB_TEST_HOST=1 (run outside the test bed).
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
+. "$(dirname "$0")/lib/verbs.sh"
 
 DEB_DIR=${DEB_DIR:-$NTRDMA_ROOT/build/deb}
 LIBDIR=/usr/lib/$(gcc -print-multiarch)/libibverbs
@@ -84,16 +85,9 @@ ktap_diag "debugfs ntrdma: ${devs:-nothing}; fault injection: ${hooks:-none}"
 result $? "modprobe ntrdma loads the installed module"
 
 # 5: the provider from the package: the .driver file names it, libibverbs finds it
-first_ibdev() { # the first ntrdma ib device, if any
-	local d
-	for d in /sys/class/infiniband/ntrdma*; do
-		[ -e "$d" ] && basename "$d" && return 0
-	done
-	return 1
-}
-wait_for 20 first_ibdev >/dev/null
+wait_for 20 ibdev_of "$LOCAL_DEV" >/dev/null
 drv=$(cat /etc/libibverbs.d/ntrdma.driver 2>/dev/null)
-dev=$(first_ibdev)
+dev=$(ibdev_of "$LOCAL_DEV")
 out=$(LD_DEBUG=libs ibv_devinfo -d "${dev:-none}" 2>&1)
 grep -q "$LIBDIR/libntrdma-rdmav34.so" <<<"$out" && grep -q 'transport:.*InfiniBand' <<<"$out" &&
 	[ "$drv" = "driver ntrdma" ]

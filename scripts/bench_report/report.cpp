@@ -75,6 +75,8 @@ std::string json_num(double v) {
     return b;
 }
 
+std::string json_opt(const std::optional<double>& v) { return v ? json_num(*v) : "null"; }
+
 std::string md_escape(std::string_view s) {
     std::string o;
     for (char c : s) {
@@ -344,11 +346,10 @@ std::string json(const std::vector<Sample>& samples, const Report& r) {
         const auto& s = samples[i];
         o << "    {\"topology\": " << json_str(s.topo) << ", \"system\": " << json_str(s.system)
           << ", \"metric\": " << json_str(s.metric) << ", \"unit\": " << json_str(s.unit)
-          << ", \"round\": " << s.round
-          << ", \"value\": " << (s.value ? json_num(*s.value) : "null")
+          << ", \"round\": " << s.round << ", \"value\": " << json_opt(s.value)
           << ", \"cpu_seconds\": " << json_num(s.cpu_s) << ", \"bytes\": " << json_num(s.bytes)
-          << ", \"cpu_seconds_a\": " << (s.cpu_a_s ? json_num(*s.cpu_a_s) : "null")
-          << ", \"cpu_seconds_b\": " << (s.cpu_b_s ? json_num(*s.cpu_b_s) : "null")
+          << ", \"cpu_seconds_a\": " << json_opt(s.cpu_a_s)
+          << ", \"cpu_seconds_b\": " << json_opt(s.cpu_b_s)
           << ", \"messages\": " << json_num(s.msgs) << ", \"note\": " << json_str(s.note) << "}"
           << (i + 1 < samples.size() ? "," : "") << "\n";
     }
@@ -361,21 +362,17 @@ std::string json(const std::vector<Sample>& samples, const Report& r) {
         if (row.n) {
             o << ", \"median\": " << json_num(row.med) << ", \"min\": " << json_num(row.lo)
               << ", \"max\": " << json_num(row.hi);
-            o << ", \"cpu_seconds_per_gb\": "
-              << (row.cpu_per_gb ? json_num(*row.cpu_per_gb) : "null");
-            o << ", \"cpu_seconds_per_gb_a\": "
-              << (row.cpu_per_gb_a ? json_num(*row.cpu_per_gb_a) : "null");
-            o << ", \"cpu_seconds_per_gb_b\": "
-              << (row.cpu_per_gb_b ? json_num(*row.cpu_per_gb_b) : "null");
-            o << ", \"cpu_us_per_message\": "
-              << (row.cpu_us_per_msg ? json_num(*row.cpu_us_per_msg) : "null");
-            o << ", \"cpu_us_per_message_a\": "
-              << (row.cpu_us_per_msg_a ? json_num(*row.cpu_us_per_msg_a) : "null");
-            o << ", \"cpu_us_per_message_b\": "
-              << (row.cpu_us_per_msg_b ? json_num(*row.cpu_us_per_msg_b) : "null");
-            o << ", \"ratio_to_link_limit\": " << (row.vs_link ? json_num(*row.vs_link) : "null");
-            o << ", \"ratio_to_latency_floor\": "
-              << (row.vs_floor ? json_num(*row.vs_floor) : "null");
+            const std::pair<const char*, const std::optional<double>*> optional[] = {
+                {"cpu_seconds_per_gb", &row.cpu_per_gb},
+                {"cpu_seconds_per_gb_a", &row.cpu_per_gb_a},
+                {"cpu_seconds_per_gb_b", &row.cpu_per_gb_b},
+                {"cpu_us_per_message", &row.cpu_us_per_msg},
+                {"cpu_us_per_message_a", &row.cpu_us_per_msg_a},
+                {"cpu_us_per_message_b", &row.cpu_us_per_msg_b},
+                {"ratio_to_link_limit", &row.vs_link},
+                {"ratio_to_latency_floor", &row.vs_floor},
+            };
+            for (const auto& [key, v] : optional) o << ", \"" << key << "\": " << json_opt(*v);
             o << ", \"ratio_to_peers\": {";
             for (size_t k = 0; k < row.vs_peers.size(); ++k)
                 o << (k ? ", " : "") << json_str(row.vs_peers[k].first) << ": "
