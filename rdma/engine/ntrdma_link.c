@@ -124,26 +124,35 @@ static void ntrdma_withdraw(struct ntrdma_dev *ndev)
 	ntrdma_ring_ctrl(ndev);
 }
 
+/* Errors of a link that is not up yet; any other refusal is for good. */
+static bool ntrdma_trans_err_transient(int rc)
+{
+	return rc == -ENOLINK || rc == -EAGAIN || rc == -EBUSY;
+}
+
 static int ntrdma_set_flat_trans(struct ntrdma_dev *ndev)
 {
-	resource_size_t align, size_align, size_max;
+	resource_size_t align, size_align, size_max = 0;
 	int rc;
 
 	rc = ntb_mw_get_align(ndev->ntb, 0, ndev->flat_mw, &align, &size_align,
 			      &size_max);
-	if (rc)
-		return rc;
-	/*
-	 * Inbound translation base 0: the peer addresses our memory by the
-	 * DMA addresses we give it (identity without an IOMMU, IOVAs with one).
-	 */
-	rc = ntb_mw_set_trans(ndev->ntb, 0, ndev->flat_mw, 0, size_max);
 	if (!rc)
+		/*
+		 * Inbound translation base 0: the peer addresses our memory by
+		 * the DMA addresses we give it (identity without an IOMMU,
+		 * IOVAs with one).
+		 */
+		rc = ntb_mw_set_trans(ndev->ntb, 0, ndev->flat_mw, 0, size_max);
+	if (!rc) {
 		ndev->flat_trans = true;
-	else
+	} else if (!ntrdma_trans_err_transient(rc)) {
+		/* Retrying cannot help: say so once and stay down. */
+		ndev->flat_refused = true;
 		dev_err(&ndev->ntb->dev,
-			"%s: cannot translate MW%d to 0 (size %pa): %d\n",
+			"%s: MW%d cannot map our RAM at translation 0 (size %pa): %d; this NTB has no flat window, which ntrdma needs (windowed mode is not implemented): the link stays down until ntrdma is reloaded\n",
 			ndev->name, ndev->flat_mw, &size_max, rc);
+	}
 	return rc;
 }
 
@@ -300,7 +309,7 @@ static void ntrdma_link_work(struct work_struct *work)
 	u32 v;
 
 	mutex_lock(&ndev->link_lock);
-	if (ndev->stopping)
+	if (ndev->stopping || ndev->flat_refused)
 		goto out;
 
 	hw = ntb_link_is_up(ntb, NULL, NULL);

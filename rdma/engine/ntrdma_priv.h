@@ -150,6 +150,7 @@ struct ntrdma_dev {
 	resource_size_t flat_size;
 	void __iomem *flat;
 	bool flat_trans;		/* inbound translation set */
+	bool flat_refused;		/* the NTB refused translation 0 */
 
 	/* our inbox (written by the peer) */
 	struct ntrdma_inbox *inbox;
