@@ -6,6 +6,7 @@
  * Usage (root, no NTB client bound on either port; debugfs):
  *   D=/sys/kernel/debug/ntb_hw_ivshmem
  *   echo window >$D/<port>/copy_probe     128 MiB into the peer's MW 0
+ *   (module parameter copy_probe_mib: the MiB each command copies)
  *   echo export >$D/<peer>/copy_probe     the peer offers 4 MiB of its RAM
  *   echo flat >$D/<port>/copy_probe       128 MiB into it, flat window
  *   echo flat_dma >$D/<port>/copy_probe   the same by the port's DMA engine
@@ -39,6 +40,7 @@
 #include <linux/ktime.h>
 #include <linux/math64.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -46,7 +48,11 @@
 
 #include "ivprobe.h"
 
-#define IVPROBE_TOTAL		(128ULL << 20)
+static unsigned int copy_probe_mib = 128;
+module_param(copy_probe_mib, uint, 0644);
+MODULE_PARM_DESC(copy_probe_mib,
+		 "MiB each copy_probe command copies (1-4096, default 128)");
+
 #define IVPROBE_CHUNK		(4UL << 20)
 #define IVPROBE_MAGIC		0x45424f5250564900ULL	/* "\0IVPROBE" */
 #define IVPROBE_UNEXPORT_MS	10000
@@ -66,6 +72,7 @@ struct ivprobe {
 	struct dentry *dir;
 	struct mutex lock;	/* one command at a time; result, target */
 	struct page *target;	/* exported pages */
+	u64 total;		/* bytes this command copies */
 	char result[128];
 };
 
@@ -104,7 +111,7 @@ static int ivprobe_copy(struct ivprobe *p, void __iomem *dst, size_t len)
 	src = ivprobe_source(buf, dst);
 	get_random_bytes(src, len);
 	t0 = ktime_get();
-	while (done < IVPROBE_TOTAL) {
+	while (done < p->total) {
 		memcpy_toio(dst, src, len);
 		done += len;
 		cond_resched();
@@ -184,16 +191,16 @@ static void ivprobe_dma_done(void *arg)
 		complete(&w->done);
 }
 
-/* Submits IVPROBE_TOTAL bytes in descriptors of @len; returns bytes submitted. */
+/* Submits @total bytes in descriptors of @len; returns bytes submitted. */
 static u64 ivprobe_dma_submit(struct dma_chan *chan, dma_addr_t dst,
-			      dma_addr_t src, size_t len,
+			      dma_addr_t src, size_t len, u64 total,
 			      struct ivprobe_dma_wait *w)
 {
 	struct dma_async_tx_descriptor *tx;
 	u64 done = 0;
 
 	atomic_set(&w->left, 1);	/* ours, dropped after the last submit */
-	while (done < IVPROBE_TOTAL) {
+	while (done < total) {
 		tx = dmaengine_prep_dma_memcpy(chan, dst, src, len,
 					       DMA_PREP_INTERRUPT);
 		if (!tx)
@@ -233,11 +240,11 @@ static int ivprobe_dma_copy(struct ivprobe *p, struct dma_chan *chan,
 		return -EIO;
 	init_completion(&w.done);
 	t0 = ktime_get();
-	done = ivprobe_dma_submit(chan, dst, src_dma, len, &w);
+	done = ivprobe_dma_submit(chan, dst, src_dma, len, p->total, &w);
 	if (!wait_for_completion_timeout(&w.done,
 					 msecs_to_jiffies(IVPROBE_DMA_WAIT_MS)))
 		rc = -ETIMEDOUT;
-	else if (done < IVPROBE_TOTAL)
+	else if (done < p->total)
 		rc = -EBUSY;	/* the engine refused work */
 	else
 		ivprobe_result(p, done, t0);
@@ -361,6 +368,7 @@ static int ivprobe_run(struct ivprobe *p, const char *cmd)
 {
 	if (p->port.ntb->dev.driver || p->port.peer_active(p->port.ctx))
 		return -EBUSY;	/* a client owns the windows */
+	p->total = (u64)clamp(READ_ONCE(copy_probe_mib), 1U, 4096U) << 20;
 	if (sysfs_streq(cmd, "window"))
 		return ivprobe_window(p);
 	if (sysfs_streq(cmd, "flat"))
