@@ -7,7 +7,12 @@
 # (REG_MR, then RDMA WRITE/READ from the other side), LOCAL_INV and a stale
 # key (both refused with a remote access error), ib_drain_qp(), atomics on
 # a fast-registered page, the access flags and range a REG_MR gives, and
-# SEND_WITH_INV (the receive reports the key, which is refused afterwards).
+# SEND_WITH_INV (the receive reports the key, which is refused afterwards),
+# and registration per I/O as NVMe-oF does it, 10000 times (KVERBS_PER_IO):
+# REG_MR chained with the SEND of its key (the key must work as soon as the
+# SEND is seen), WRITE chained with SEND_WITH_INV (the data must be there
+# when the receive completes), checked by content; then the last key is
+# refused.
 # It logs KTAP lines to the kernel log; each becomes a subtest here. Both
 # devices must be in this host: loopback topology only. Needs an NTB with a
 # flat window (test bed: --flat 1).
@@ -27,6 +32,7 @@ NAMES=(
 	"frmr access from reg_wr"
 	"frmr bounds"
 	"send with invalidate"
+	"frmr per i/o"
 )
 
 ktap_header
@@ -63,7 +69,7 @@ ktap_diag "requester $LOCAL_IB ($LOCAL_DEV), responder $REMOTE_IB ($REMOTE_DEV)"
 # The module's lines are those after our marker in the kernel log.
 marker="ntrdma_kverbs_test.sh: start $$.$RANDOM"
 echo "$marker" > /dev/kmsg
-timeout 300 modprobe "$MOD" local="$LOCAL_IB" peer="$REMOTE_IB"
+timeout 600 modprobe "$MOD" local="$LOCAL_IB" peer="$REMOTE_IB" per_io_iters="${KVERBS_PER_IO:-10000}"
 rc=$?
 [ $rc -eq 0 ] || ktap_diag "modprobe $MOD: exit $rc"
 log=$(dmesg | sed -n "/$marker/,\$p" | sed -n 's/^.*ntrdma_kverbs: //p')

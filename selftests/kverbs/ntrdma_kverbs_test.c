@@ -38,6 +38,11 @@ static char *peer = "ntrdma1";
 module_param(peer, charp, 0444);
 MODULE_PARM_DESC(peer, "ib_device of the responder side (default ntrdma1)");
 
+static uint per_io_iters = 10000;
+module_param(per_io_iters, uint, 0444);
+MODULE_PARM_DESC(per_io_iters,
+		 "I/Os of the per-I/O registration test (default 10000)");
+
 static char summary[64] = "not run";
 module_param_string(summary, summary, sizeof(summary), 0444);
 MODULE_PARM_DESC(summary, "result of the run: pass=N fail=M (read only)");
@@ -447,20 +452,16 @@ static int kv_frmr_inv(struct kv_ctx *x)
 
 /*
  * Side 0 posts RDMA @op between [@off, @off + @len) of its buffer and
- * (@raddr, @rkey), and waits for @status.
+ * (@raddr, @rkey), completing in @c (@next chained after it); no wait.
  */
-static int kv_rdma(struct kv_ctx *x, enum ib_wr_opcode op, size_t off,
-		   u32 len, u64 raddr, u32 rkey, enum ib_wc_status status,
-		   const char *what)
+static int kv_rdma_post(struct kv_ctx *x, struct kv_comp *c,
+			enum ib_wr_opcode op, size_t off, u32 len, u64 raddr,
+			u32 rkey, struct ib_send_wr *next, const char *what)
 {
 	struct kv_side *s = &x->s[0];
-	struct kv_comp *c = kv_comp(x);
 	struct ib_sge sge;
 	struct ib_rdma_wr wr = {};
-	int rc;
 
-	if (!c)
-		return -ENOMEM;
 	sge.addr = s->dma + off;
 	sge.length = len;
 	sge.lkey = s->pd->local_dma_lkey;
@@ -469,11 +470,26 @@ static int kv_rdma(struct kv_ctx *x, enum ib_wr_opcode op, size_t off,
 	wr.wr.num_sge = 1;
 	wr.wr.opcode = op;
 	wr.wr.send_flags = IB_SEND_SIGNALED;
+	wr.wr.next = next;
 	wr.remote_addr = raddr;
 	wr.rkey = rkey;
 	ib_dma_sync_single_for_device(s->dev, s->dma, KV_BUF_LEN,
 				      DMA_BIDIRECTIONAL);
-	rc = kv_post_send(s->qp, &wr.wr, what);
+	return kv_post_send(s->qp, &wr.wr, what);
+}
+
+/* kv_rdma_post, then wait for @status. */
+static int kv_rdma(struct kv_ctx *x, enum ib_wr_opcode op, size_t off,
+		   u32 len, u64 raddr, u32 rkey, enum ib_wc_status status,
+		   const char *what)
+{
+	struct kv_side *s = &x->s[0];
+	struct kv_comp *c = kv_comp(x);
+	int rc;
+
+	if (!c)
+		return -ENOMEM;
+	rc = kv_rdma_post(x, c, op, off, len, raddr, rkey, NULL, what);
 	if (!rc)
 		rc = kv_expect(c, status, op == IB_WR_RDMA_READ ?
 			       IB_WC_RDMA_READ : IB_WC_RDMA_WRITE, what);
@@ -515,24 +531,29 @@ static void kv_teardown(struct kv_ctx *x)
 
 /* ---- the tests ---- */
 
-/* Side 1 posts one receive of a page of its buffer, completing in @rcv. */
-static int kv_recv(struct kv_ctx *x, struct kv_comp *rcv)
+/* Side @side posts one receive of a page of its buffer, completing in @rcv. */
+static int kv_recv_on(struct kv_ctx *x, int side, struct kv_comp *rcv)
 {
-	struct kv_side *s1 = &x->s[1];
+	struct kv_side *s = &x->s[side];
 	struct ib_sge rsge;
 	struct ib_recv_wr rwr = {};
 	int rc;
 
-	rsge.addr = s1->dma;
+	rsge.addr = s->dma;
 	rsge.length = PAGE_SIZE;
-	rsge.lkey = s1->pd->local_dma_lkey;
+	rsge.lkey = s->pd->local_dma_lkey;
 	rwr.wr_cqe = &rcv->cqe;
 	rwr.sg_list = &rsge;
 	rwr.num_sge = 1;
-	rc = ib_post_recv(s1->qp, &rwr, NULL);
+	rc = ib_post_recv(s->qp, &rwr, NULL);
 	if (rc)
 		kv_diag("ib_post_recv: %d", rc);
 	return rc;
+}
+
+static int kv_recv(struct kv_ctx *x, struct kv_comp *rcv)
+{
+	return kv_recv_on(x, 1, rcv);
 }
 
 /*
@@ -1073,6 +1094,182 @@ static int kv_test_send_inv(struct kv_ctx *x)
 	return rc;
 }
 
+/* ---- j: registration per I/O, as NVMe-oF and NFS/RDMA do ---- */
+
+/* What side 1 tells side 0 of its MR, in a SEND (a ULP's command). */
+struct kv_io_msg {
+	__le64 iova;
+	__le32 rkey;
+	__le32 len;
+};
+
+/* The per-I/O test's completions, reused by every I/O (they live in x). */
+enum { IO_REG, IO_ADV, IO_ADV_RCV, IO_WRITE, IO_INV, IO_INV_RCV, IO_NCOMP };
+struct kv_io {
+	struct kv_comp *c[IO_NCOMP];
+};
+
+/*
+ * Side 1 maps its FRMR with the next key and posts REG_MR and the SEND of
+ * that key in one chain, without waiting: the registration must take effect
+ * at side 0's peer (us) before side 0 can see the SEND.
+ */
+static int kv_io_advertise(struct kv_ctx *x, struct kv_io *io)
+{
+	struct kv_side *s1 = &x->s[1];
+	struct kv_io_msg *m = s1->buf + PAGE_SIZE;
+	struct ib_reg_wr reg = {};
+	struct ib_send_wr send = {};
+	struct ib_sge sge;
+	int rc;
+
+	rc = kv_frmr_map(x);
+	if (rc)
+		return rc;
+	ib_update_fast_reg_key(x->mr, (u8)(x->mr->rkey + 1));
+	reg.wr.wr_cqe = &io->c[IO_REG]->cqe;
+	reg.wr.opcode = IB_WR_REG_MR;
+	reg.wr.send_flags = IB_SEND_SIGNALED;
+	reg.wr.next = &send;
+	reg.mr = x->mr;
+	reg.key = x->mr->rkey;
+	reg.access = KV_MR_ACCESS;
+	m->iova = cpu_to_le64(x->mr->iova);
+	m->rkey = cpu_to_le32(x->mr->rkey);
+	m->len = cpu_to_le32(x->mr->length);
+	sge.addr = s1->dma + PAGE_SIZE;
+	sge.length = sizeof(*m);
+	sge.lkey = s1->pd->local_dma_lkey;
+	send.wr_cqe = &io->c[IO_ADV]->cqe;
+	send.sg_list = &sge;
+	send.num_sge = 1;
+	send.opcode = IB_WR_SEND;
+	send.send_flags = IB_SEND_SIGNALED;
+	ib_dma_sync_single_for_device(s1->dev, s1->dma, KV_BUF_LEN,
+				      DMA_BIDIRECTIONAL);
+	return kv_post_send(s1->qp, &reg.wr, "REG_MR + SEND of the key");
+}
+
+/*
+ * Side 0 takes the key from the SEND it received, WRITEs @seed's pattern
+ * over the whole MR and answers with SEND_WITH_INV of the key, posted
+ * together as nvmet-rdma does: the answer must not be seen before the data.
+ */
+static int kv_io_place(struct kv_ctx *x, struct kv_io *io, u8 seed, u32 *rkey)
+{
+	struct kv_side *s0 = &x->s[0];
+	struct ib_send_wr inv = {};
+	struct ib_sge sge;
+	struct kv_io_msg m;
+	int rc;
+
+	rc = kv_expect(io->c[IO_ADV_RCV], IB_WC_SUCCESS, IB_WC_RECV, "RECV of the key");
+	if (rc)
+		return rc;
+	ib_dma_sync_single_for_cpu(s0->dev, s0->dma, KV_BUF_LEN,
+				   DMA_BIDIRECTIONAL);
+	memcpy(&m, s0->buf, sizeof(m));
+	*rkey = le32_to_cpu(m.rkey);
+	if (le32_to_cpu(m.len) != KV_BUF_LEN || *rkey != x->mr->rkey) {
+		kv_diag("advertised rkey %#x len %u, MR rkey %#x", *rkey,
+			le32_to_cpu(m.len), x->mr->rkey);
+		return -EIO;
+	}
+	kv_fill(s0->buf, 0, KV_BUF_LEN, seed);
+	sge.addr = s0->dma;
+	sge.length = 16;
+	sge.lkey = s0->pd->local_dma_lkey;
+	inv.wr_cqe = &io->c[IO_INV]->cqe;
+	inv.sg_list = &sge;
+	inv.num_sge = 1;
+	inv.opcode = IB_WR_SEND_WITH_INV;
+	inv.ex.invalidate_rkey = *rkey;
+	inv.send_flags = IB_SEND_SIGNALED;
+	return kv_rdma_post(x, io->c[IO_WRITE], IB_WR_RDMA_WRITE, 0, KV_BUF_LEN,
+			    le64_to_cpu(m.iova), *rkey, &inv,
+			    "WRITE + SEND_WITH_INV");
+}
+
+/* Every completion of one I/O, then the data side 1 received. */
+static int kv_io_finish(struct kv_ctx *x, struct kv_io *io, u8 seed, u32 rkey)
+{
+	struct kv_comp *r = io->c[IO_INV_RCV];
+	int rc;
+
+	rc = kv_expect(io->c[IO_REG], IB_WC_SUCCESS, IB_WC_REG_MR, "REG_MR");
+	if (!rc)
+		rc = kv_expect(io->c[IO_ADV], IB_WC_SUCCESS, IB_WC_SEND, "SEND key");
+	if (!rc)
+		rc = kv_expect(io->c[IO_WRITE], IB_WC_SUCCESS, IB_WC_RDMA_WRITE,
+			       "WRITE");
+	if (!rc)
+		rc = kv_expect(io->c[IO_INV], IB_WC_SUCCESS, IB_WC_SEND, "SEND_INV");
+	if (!rc)
+		rc = kv_expect(r, IB_WC_SUCCESS, IB_WC_RECV, "RECV of the inv");
+	if (rc)
+		return rc;
+	if (!(r->wc.wc_flags & IB_WC_WITH_INVALIDATE) ||
+	    r->wc.ex.invalidate_rkey != rkey) {
+		kv_diag("RECV: wc_flags %#x, invalidate_rkey %#x, expected %#x",
+			r->wc.wc_flags, r->wc.ex.invalidate_rkey, rkey);
+		return -EIO;
+	}
+	/* The SEND came after the WRITE: its data is there, all of it. */
+	return kv_pages_check(x, 0, KV_BUF_LEN, seed, "MR pages at the RECV");
+}
+
+static int kv_io_one(struct kv_ctx *x, struct kv_io *io, u8 seed, u32 *rkey)
+{
+	int i, rc;
+
+	for (i = 0; i < IO_NCOMP; i++)
+		reinit_completion(&io->c[i]->done);
+	rc = kv_recv_on(x, 0, io->c[IO_ADV_RCV]);
+	if (!rc)
+		rc = kv_recv_on(x, 1, io->c[IO_INV_RCV]);
+	if (!rc)
+		rc = kv_io_advertise(x, io);
+	if (!rc)
+		rc = kv_io_place(x, io, seed, rkey);
+	if (!rc)
+		rc = kv_io_finish(x, io, seed, *rkey);
+	return rc;
+}
+
+/*
+ * j: per_io_iters I/Os, each registering the MR with a new key, sending
+ * the key, WRITE + SEND_WITH_INV from the other side, data checked at the
+ * RECV; then the last key is refused and the pages stay as they were.
+ */
+static int kv_test_per_io(struct kv_ctx *x)
+{
+	struct kv_io io;
+	unsigned long t0 = jiffies;
+	u32 n, rkey = 0;
+	int i, rc;
+
+	rc = kv_setup(x);
+	if (!rc)
+		rc = kv_frmr_setup(x, KV_NPAGES);
+	for (i = 0; !rc && i < IO_NCOMP; i++) {
+		io.c[i] = kv_comp(x);
+		rc = io.c[i] ? 0 : -ENOMEM;
+	}
+	for (n = 0; !rc && n < per_io_iters; n++)
+		rc = kv_io_one(x, &io, (u8)n, &rkey);
+	kv_diag("%u of %u I/Os in %u ms", n - !!rc, per_io_iters,
+		jiffies_to_msecs(jiffies - t0));
+	if (rc || !n)
+		return rc;
+	kv_fill(x->s[0].buf, 0, PAGE_SIZE, (u8)n);
+	rc = kv_rdma(x, IB_WR_RDMA_WRITE, 0, PAGE_SIZE, x->mr->iova, rkey,
+		     IB_WC_REM_ACCESS_ERR, "RDMA WRITE with the invalidated key");
+	if (!rc)
+		rc = kv_pages_check(x, 0, KV_BUF_LEN, (u8)(n - 1),
+				    "MR pages after the refused WRITE");
+	return rc;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(struct kv_ctx *x);
@@ -1086,6 +1283,7 @@ static const struct {
 	{ "frmr access from reg_wr", kv_test_frmr_access },
 	{ "frmr bounds", kv_test_frmr_bounds },
 	{ "send with invalidate", kv_test_send_inv },
+	{ "frmr per i/o", kv_test_per_io },
 };
 
 static int __init kv_init(void)
