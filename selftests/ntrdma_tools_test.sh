@@ -12,6 +12,9 @@
 # printed.
 # Needs an NTB with a flat window (test bed: --flat 1).
 #
+# Then the data tools again in checked mode (direct_placement=0 on both
+# hosts), the requester's placed_writes counter telling the paths apart.
+#
 # Environment: TOOLS_TIMEOUT (60: seconds per client run), TOOLS_DEV=rxe
 # runs the same tools against rdma_rxe on lo in this host (a check of the
 # script itself on a reference device; no NTB needed), TOOLS_GID (GID
@@ -28,7 +31,7 @@ mkdir -p "$OUT"
 
 # name|kind: kind is how the figure is parsed (see run_pp / run_perftest /
 # run_qperf below).
-NTESTS=26
+NTESTS=31
 
 ktap_header
 ktap_plan $NTESTS
@@ -46,17 +49,12 @@ fail_rest() { # REASON: every remaining subtest fails with REASON
 # out-of-band TCP exchange connects to.
 srv_sh() { if is_pair; then peer "$*"; else sh -c "$*"; fi; }
 
-if [ "${TOOLS_DEV:-}" = rxe ]; then
-	modprobe rdma_rxe && { [ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev lo; } ||
-		fail_rest "rdma link add rxe0 type rxe netdev lo failed"
-	ip link set lo up
-	CDEV=rxe0 SDEV=rxe0 CNET=lo SNET=lo ADDR=127.0.0.1
-	: "${GIDX:=1}" # ::ffff:127.0.0.1 (0 is a link-local address lo cannot route)
-else
-	install_modules && ntb_pair || fail_rest "no NTB device pair"
-	: "${GIDX:=0}"
-	modprobe ntrdma || fail_rest "modprobe ntrdma failed"
-	if is_pair; then peer "modprobe ntrdma" || fail_rest "modprobe ntrdma on the peer failed"; fi
+# ntrdma_ends MODPARAMS: load ntrdma on both hosts with MODPARAMS and set up
+# the two ends (CDEV SDEV CNET SNET ADDR) over it.
+ntrdma_ends() {
+	# shellcheck disable=SC2086 # MODPARAMS: none, or words to split
+	modprobe ntrdma $1 || fail_rest "modprobe ntrdma $1 failed"
+	if is_pair; then peer "modprobe ntrdma $1" || fail_rest "modprobe ntrdma $1 on the peer failed"; fi
 	install_provider || fail_rest "install_provider failed (no $PROVIDER_DIR/libntrdma-rdmav34.so?)"
 	wait_for 10 ibdev_of "$LOCAL_DEV" >/dev/null
 	CDEV=$(ibdev_of "$LOCAL_DEV")
@@ -96,6 +94,18 @@ else
 		ip link set lo up
 		ADDR=127.0.0.1
 	fi
+}
+
+if [ "${TOOLS_DEV:-}" = rxe ]; then
+	modprobe rdma_rxe && { [ -e /sys/class/infiniband/rxe0 ] || rdma link add rxe0 type rxe netdev lo; } ||
+		fail_rest "rdma link add rxe0 type rxe netdev lo failed"
+	ip link set lo up
+	CDEV=rxe0 SDEV=rxe0 CNET=lo SNET=lo ADDR=127.0.0.1
+	: "${GIDX:=1}" # ::ffff:127.0.0.1 (0 is a link-local address lo cannot route)
+else
+	install_modules && ntb_pair || fail_rest "no NTB device pair"
+	: "${GIDX:=0}"
+	ntrdma_ends ""
 fi
 ktap_diag "client $CDEV ($CNET), server $SDEV ($SNET)$(is_pair && echo ' on the peer'), exchange over $ADDR, GID index $GIDX"
 ktap_diag "GID[$GIDX] client: $(cat /sys/class/infiniband/$CDEV/ports/1/gids/$GIDX 2>/dev/null) server: $(srv_sh "cat /sys/class/infiniband/$SDEV/ports/1/gids/$GIDX" 2>/dev/null)"
@@ -160,8 +170,8 @@ pair_run() { # TAG PORT SERVER_CMD CLIENT_CMD [WAIT: 0 = the server does not end
 	srv_kill "$tag"
 }
 
-verdict() { # NAME FIGURE_OK FIGURE_TEXT SCMD CCMD
-	local name=$1 ok=$2 fig=$3
+verdict() { # NAME FIGURE_OK FIGURE_TEXT SCMD CCMD (MODE_TAG: appended to NAME)
+	local name="$1${MODE_TAG:-}" ok=$2 fig=$3
 	if [ "$ok" = 1 ]; then
 		ktap_diag "$name: $fig"
 		ktap_pass "$name"
@@ -352,6 +362,31 @@ if [ "${TOOLS_DEV:-}" = rxe ]; then
 else
 	ktap_check "rdma statistic counts the traffic: tx_bytes ${txb:-?}, rx_segments ${rxs:-?}" \
 		eval "positive '${txb:-0}' && positive '${rxs:-0}' && [ '${txb:-0}' -gt 1000000 ]"
+fi
+
+# ---- 27-31: checked mode (direct_placement=0 on both hosts) --------------------------------
+# The target-checked path every WRITE takes where the peer's kernel is not
+# trusted to place (README, Trust model): data tools again, and the
+# requester's placed_writes counter shows which path carried the WRITEs.
+CHECKED=("placed_writes counts the direct WRITEs" "ibv_rc_pingpong -s 65536 (checked)"
+	"ib_write_bw (checked)" "ib_read_bw (checked)" "checked mode placed nothing")
+if [ "${TOOLS_DEV:-}" = rxe ]; then
+	for n in "${CHECKED[@]}"; do ktap_skip "$n" "ntrdma's placement modes"; done
+else
+	placed=$(stat_of placed_writes)
+	ktap_check "${CHECKED[0]}: ${placed:-none}" positive "${placed:-0}"
+	modprobe -r ntrdma
+	is_pair && peer "modprobe -r ntrdma"
+	ntrdma_ends direct_placement=0
+	MODE_TAG=" (checked)"
+	run_pp "ibv_rc_pingpong -s 65536" ibv_rc_pingpong -c -s 65536 -n 200
+	run_perftest write_bw -s 65536 -n 500
+	run_perftest read_bw -s 65536 -n 500
+	MODE_TAG=
+	placed=$(stat_of placed_writes)
+	dp=$(cat /sys/module/ntrdma/parameters/direct_placement)
+	ktap_check "${CHECKED[4]}: placed_writes ${placed:-none}, direct_placement $dp" \
+		test "${placed:-none}" = 0 -a "$dp" = N
 fi
 
 rmdir "$OUT" 2>/dev/null # kept when a run failed
