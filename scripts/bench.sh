@@ -17,7 +17,8 @@
 # Environment: BENCH_REPEATS (3), BENCH_SECS (2), BENCH_LAT_ITERS (1000),
 # BENCH_TOPOS ("loop pair"), BENCH_OUT (build/bench), BENCH_TIMEOUT (2400 s
 # per topology), and the selections of scripts/bench-guest.sh (BENCH_ETH,
-# BENCH_ETH_TESTS, BENCH_RDMA, BENCH_RDMA_TESTS, BENCH_LINK, BENCH_DOORBELL).
+# BENCH_ETH_TESTS, BENCH_RDMA, BENCH_RDMA_TESTS, BENCH_LINK, BENCH_DOORBELL,
+# BENCH_PROBE_RUNS, BENCH_PROBE_MIB).
 set -euo pipefail
 
 # One function, called on the last line: bash parses all of it first, so
@@ -51,6 +52,7 @@ if [ "$SMOKE" = 1 ]; then
 	OUT=${OUT:-$ROOT/build/bench-smoke}
 	TIMEOUT=${BENCH_TIMEOUT:-300}
 	GUEST_ENV=(BENCH_REPEATS=1 BENCH_SECS=2 BENCH_LAT_ITERS=500 BENCH_LINK=1
+		BENCH_PROBE_RUNS=2 BENCH_PROBE_MIB=256
 		BENCH_DOORBELL=0 "BENCH_ETH=ntr0 veth" BENCH_ETH_TESTS=tcp1
 		BENCH_RDMA=rxe "BENCH_RDMA_TESTS=write_bw:65536 send_lat:2")
 	for t in $TOPOS; do
@@ -76,7 +78,7 @@ elif [ "$QUICK" = 1 ]; then
 else
 	OUT=${OUT:-$ROOT/build/bench}
 	for v in BENCH_REPEATS BENCH_SECS BENCH_LAT_ITERS BENCH_LINK BENCH_DOORBELL BENCH_ETH \
-		BENCH_ETH_TESTS BENCH_RDMA BENCH_RDMA_TESTS; do
+		BENCH_ETH_TESTS BENCH_RDMA BENCH_RDMA_TESTS BENCH_PROBE_RUNS BENCH_PROBE_MIB; do
 		[ -n "${!v+set}" ] && GUEST_ENV+=("$v=${!v}")
 	done
 	# Rows that must have results (other rows may be n/a: a peer may lack a
