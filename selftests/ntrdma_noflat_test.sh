@@ -30,6 +30,7 @@ fi
 ntrdma_dir() { # the debugfs directory of the ntrdma device on LOCAL_DEV
 	grep -l "^ntb: $LOCAL_DEV\$" "$DEBUGFS"/ntrdma/*/info 2>/dev/null | head -1 | xargs -r dirname
 }
+info() { sed -n "s/^$1: //p" "$dir/info" 2>/dev/null; } # FIELD of that device
 refusals() { # NAME: refusal lines of that ntrdma device since the mark
 	dmesg | tail -n +"$((mark + 1))" | grep -c "$1: MW[0-9]* cannot map our RAM at translation 0.*has no flat window"
 }
@@ -40,13 +41,13 @@ rc=$?
 if is_pair; then peer "modprobe ntrdma" || rc=1; fi
 ktap_check "modprobe ntrdma binds the NTB (both hosts)" test $rc = 0
 
-wait_for 10 sh -c "[ -n \"\$(grep -l '^ntb: $LOCAL_DEV\$' $DEBUGFS/ntrdma/*/info 2>/dev/null)\" ]"
+wait_for 10 eval '[ -n "$(ntrdma_dir)" ]'
 dir=$(ntrdma_dir)
 name=$(basename "${dir:-none}")
-wait_for 20 sh -c "[ \"\$(sed -n 's/^flat_refused: //p' $dir/info 2>/dev/null)\" = 1 ]"
+wait_for 20 eval '[ "$(info flat_refused)" = 1 ]'
 dmesg | tail -n +"$((mark + 1))" | grep "$name" | sed 's/^/# /'
 ktap_check "the refusal is in dmesg and debugfs (flat_refused: 1)" \
-	test "$(refusals "$name")" -ge 1 -a "$(sed -n 's/^flat_refused: //p' "$dir/info" 2>/dev/null)" = 1
+	test "$(refusals "$name")" -ge 1 -a "$(info flat_refused)" = 1
 
 # Heartbeat periods pass: no retry, no second message, the link stays down.
 n1=$(refusals "$name")
@@ -54,7 +55,7 @@ sleep 5
 n2=$(refusals "$name")
 ktap_diag "refusal lines of $name: $n1, 5 s later $n2"
 ktap_check "said once: no retry after the refusal" test "$n1" = 1 -a "$n2" = 1
-ktap_check "link stays down" test "$(sed -n 's/^link: //p' "$dir/info")" = down
+ktap_check "link stays down" test "$(info link)" = down
 
 timeout 60 modprobe -r ntrdma
 rc=$?
