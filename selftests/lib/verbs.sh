@@ -84,3 +84,11 @@ perf_figure() {
 		n = split(h, H, "[ \t]+"); split(l, L, "[ \t]+")
 		for (i = 1; i <= n; i++) if (H[i] ~ c) { print L[i]; exit } }'
 }
+
+# perftest_clock_failed OUTPUT: perftest ended because it could not fit its
+# cycle clock to gettimeofday() for the report (a busy TCG guest: "r^2 ...
+# < 0.9", "Can't produce a report", exit 1): the tool's failure, printed
+# after the traffic, not one of the system under test.
+perftest_clock_failed() {
+	grep -q "Can't produce a report" <<<"$1"
+}
