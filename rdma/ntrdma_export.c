@@ -44,6 +44,8 @@ struct ntrdma_export {
 	struct workqueue_struct *wq;	/* ordered */
 	struct work_struct qp_work;
 	struct work_struct up_work;	/* a session came up */
+	wait_queue_head_t up_wq;	/* woken when one did */
+	unsigned long ended_at;		/* jiffies: the last session's end */
 };
 
 struct export_qp_msg {
@@ -231,16 +233,48 @@ void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 	mutex_unlock(&nib->exp->lock);
 }
 
+/* A session later than @session runs: the peer left @session. */
+static bool export_peer_left(struct ntrdma_ib *nib, u32 session)
+{
+	u32 now = ntrdma_link_session(nib->ndev);
+
+	return now && now != session;
+}
+
+/*
+ * The session of @mr's export ended: a live peer leaves it (and stops
+ * placing) within its heartbeat timeout of the end, then joins the next
+ * session. Wait for that, bounded from the end (one bound for every MR
+ * deregistered meanwhile, so a process exit does not wait per MR), so that
+ * dereg returns with no placement in flight into the user's pages, not
+ * only with the pages pinned.
+ */
+static void export_wait_peer_left(struct ntrdma_ib *nib, u32 session)
+{
+	struct ntrdma_export *exp = nib->exp;
+	unsigned long until = READ_ONCE(exp->ended_at) +
+			      ntrdma_link_leave_timeout(nib->ndev);
+	long left = (long)(until - jiffies);
+
+	if (session && left > 0 &&
+	    session != ntrdma_link_session(nib->ndev))
+		wait_event_killable_timeout(exp->up_wq,
+					    export_peer_left(nib, session),
+					    left);
+}
+
 /**
  * ntrdma_unexport_mr() - the peer stops placing into @mr
  * @nib: the verbs device
  * @mr: an MR being deregistered (already out of the key table)
  *
- * Process context; bounded by the command timeout.
+ * Process context; bounded by the command timeout, or when the export's
+ * session has ended, by the time a live peer takes to leave it.
  *
  * Return: true when no placement of the peer can reach the pages any more
- * (never exported, or revoked); false when that is not known yet: the
- * export's reference stays until the peer provably left the session.
+ * (never exported, revoked, or the peer left the export's session); false
+ * when that is not known yet: the export's reference stays until the peer
+ * provably left the session.
  */
 bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 {
@@ -248,9 +282,14 @@ bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 	bool done = true;
 	int rc;
 
+	export_wait_peer_left(nib, READ_ONCE(mr->export_session));
 	mutex_lock(&nib->exp->lock);
 	if (!mr->export_session)
 		goto out;
+	if (export_peer_left(nib, mr->export_session)) {
+		export_drop(nib, mr);	/* as export_up_work() would */
+		goto out;
+	}
 	done = false;
 	if (mr->export_session != ntrdma_link_session(nib->ndev))
 		goto out;
@@ -403,6 +442,16 @@ static void export_up_work(struct work_struct *work)
 void ntrdma_export_link_up(struct ntrdma_ib *nib)
 {
 	queue_work(nib->exp->wq, &nib->exp->up_work);
+	wake_up_all(&nib->exp->up_wq);
+}
+
+/**
+ * ntrdma_export_link_down() - the session ended (any context)
+ * @nib: the verbs device
+ */
+void ntrdma_export_link_down(struct ntrdma_ib *nib)
+{
+	WRITE_ONCE(nib->exp->ended_at, jiffies);
 }
 
 /**
@@ -431,6 +480,7 @@ int ntrdma_export_init(struct ntrdma_ib *nib)
 	INIT_LIST_HEAD(&exp->qp_msgs);
 	INIT_WORK(&exp->qp_work, export_qp_work);
 	INIT_WORK(&exp->up_work, export_up_work);
+	init_waitqueue_head(&exp->up_wq);
 	nib->exp = exp;
 	return 0;
 }

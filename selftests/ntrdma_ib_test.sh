@@ -157,7 +157,7 @@ if [ "$NGTEST" -gt 0 ]; then
 	[ -z "${VERBS_FILTER:-}" ] && "$VERBS_TESTS" --gtest_filter='-CrossHost.*' >>"$out" 2>&1
 	# each failure with its message (what was expected, what came)
 	grep -A6 ': Failure$' "$out" | grep -v '^\[ RUN' | head -60 | sed 's/^/# /'
-	grep '^user fuzz:' "$out" | sed 's/^/# /'
+	grep -E '^(user fuzz:|\[ NOTE )' "$out" | sed 's/^/# /'
 	while read -r name; do
 		if grep -q "^\[  SKIPPED \] $name " "$out"; then
 			# gtest prints the reason on the line before

@@ -76,6 +76,7 @@ struct net_device *ntrdma_dev_netdev(struct ntrdma_dev *ndev);
 
 bool ntrdma_link_is_up(struct ntrdma_dev *ndev);
 u32 ntrdma_link_session(struct ntrdma_dev *ndev);
+unsigned long ntrdma_link_leave_timeout(struct ntrdma_dev *ndev);
 void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what);
 
 /* ---- command channel (ntrdma_cmd.c) ---- */
@@ -172,6 +173,7 @@ enum ntrdma_fault_site {
 
 #ifdef NTRDMA_TEST_HOOKS
 bool ntrdma_fault(struct ntrdma_dev *ndev, enum ntrdma_fault_site site);
+bool ntrdma_fault_deaf(struct ntrdma_dev *ndev);
 /* ntrdma_canary.c: guard bytes around what a face posts */
 bool ntrdma_canary_fill(struct ntrdma_dev *ndev, void *p, size_t len);
 void ntrdma_canary_check(struct ntrdma_dev *ndev, const void *p, size_t len);
@@ -179,6 +181,11 @@ void ntrdma_canary_check(struct ntrdma_dev *ndev, const void *p, size_t len);
 /* Built for use: nothing is ever injected, nothing guarded. */
 static inline bool ntrdma_fault(struct ntrdma_dev *ndev,
 				enum ntrdma_fault_site site)
+{
+	return false;
+}
+
+static inline bool ntrdma_fault_deaf(struct ntrdma_dev *ndev)
 {
 	return false;
 }

@@ -26,6 +26,9 @@
  *   link_off, link_on  disable / enable this port's NTB link (a link loss
  *                      both sides see, the devices staying: a cable pulled
  *                      and put back); work without a session
+ *   link_deaf MS       for MS ms (at most 10000) our link work ignores the
+ *                      peer: a slow peer, late to see a session end
+ *                      (heartbeat, epoch and link checks all wait)
  * The others fail with -ENOLINK without a session. The fuzzer leaves alone the
  * receive buffer descriptors in the peer's inbox: they name OUR memory
  * (buffers we posted), and a hostile peer corrupts only itself there.
@@ -142,6 +145,19 @@ bool ntrdma_fault(struct ntrdma_dev *ndev, enum ntrdma_fault_site site)
 	return true;
 }
 
+/**
+ * ntrdma_fault_deaf() - whether the link work ignores the peer now
+ * @ndev: the device
+ *
+ * Return: true until the time debugfs "link_deaf MS" set has passed.
+ */
+bool ntrdma_fault_deaf(struct ntrdma_dev *ndev)
+{
+	unsigned long until = READ_ONCE(ndev->deaf_until);
+
+	return until && time_before(jiffies, until);
+}
+
 static int fault_set(struct ntrdma_dev *ndev, const char *name,
 		     unsigned int every)
 {
@@ -198,6 +214,11 @@ static int fault_run(struct ntrdma_dev *ndev, const char *buf)
 
 	if (sscanf(buf, "fail %15s %u", name, &n) == 2)
 		return fault_set(ndev, name, n);
+	if (sscanf(buf, "link_deaf %u", &n) == 1) {
+		WRITE_ONCE(ndev->deaf_until,
+			   jiffies + msecs_to_jiffies(min(n, 10000U)) ?: 1);
+		return 0;
+	}
 	if (!strcmp(buf, "link_off"))
 		return ntb_link_disable(ndev->ntb);
 	if (!strcmp(buf, "link_on"))

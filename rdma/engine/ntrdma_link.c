@@ -42,6 +42,21 @@ static unsigned long ntrdma_hb_timeout(void)
 }
 
 /**
+ * ntrdma_link_leave_timeout() - how long a live peer may go on in a session
+ * @ndev: the device
+ *
+ * After this side ended a session, the peer notices (our new epoch, or our
+ * missing heartbeat) within its heartbeat timeout; twice ours, as both ends
+ * run with the same parameters but each checks at its own period.
+ *
+ * Return: the bound, in jiffies.
+ */
+unsigned long ntrdma_link_leave_timeout(struct ntrdma_dev *ndev)
+{
+	return 2 * ntrdma_hb_timeout();
+}
+
+/**
  * ntrdma_link_is_up() - whether a session runs
  * @ndev: the device
  *
@@ -273,6 +288,13 @@ static void ntrdma_try_accept(struct ntrdma_dev *ndev)
 				    &ndev->flat_size);
 		return;
 	}
+	/*
+	 * The peer publishes a new epoch only once it has left its earlier
+	 * sessions: what it wrote into our inbox there is done. A peer slow
+	 * to see our end wrote into it after our clear at go_down; clear it
+	 * again before the acknowledgment lets the peer write for this one.
+	 */
+	memset(ndev->inbox, 0, ndev->inbox_size);
 	ndev->peer_epoch = epoch;
 	ndev->pinbox = (struct ntrdma_inbox __iomem *)(ndev->flat + inbox);
 	ndev->pinbox_off = inbox;
@@ -311,6 +333,8 @@ static void ntrdma_link_work(struct work_struct *work)
 	mutex_lock(&ndev->link_lock);
 	if (ndev->stopping || ndev->flat_refused)
 		goto out;
+	if (ntrdma_fault_deaf(ndev))
+		goto resched;	/* test builds: a peer late to look */
 
 	hw = ntb_link_is_up(ntb, NULL, NULL);
 	if (!hw) {

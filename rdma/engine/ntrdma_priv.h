@@ -197,6 +197,7 @@ struct ntrdma_dev {
 	/* fault injection (test builds): fail every Nth try at a site */
 	unsigned int fault_every[NTRDMA_FAULT_SITES];
 	atomic_t fault_tries[NTRDMA_FAULT_SITES];
+	unsigned long deaf_until;	/* jiffies: the link work ignores the peer */
 	/* canaries (test builds): armed, and the pages (under dbg_lock) */
 	bool canary_on;
 	struct page **canary_pages;

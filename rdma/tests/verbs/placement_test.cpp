@@ -5,7 +5,10 @@
 // after the MR was deregistered. Loop topology (both ends in this process).
 #include <arpa/inet.h>
 
+#include <atomic>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "verbs_datapath.hpp"
@@ -318,6 +321,160 @@ TEST_F(Placement, WriteWithImmPlacedAndNoticed) {
     std::this_thread::sleep_for(milliseconds(50));
     EXPECT_EQ(HwCounter(a_.name, "placed_writes") - placed0, n);
     EXPECT_LT(HwCounter(b_.name, "rx_bytes") - bytes0, 100 * n) << "payload crossed to the target";
+}
+
+}  // namespace
+}  // namespace ntv
+
+namespace ntv {
+namespace {
+
+// The engine's debugfs directory of ib device @ibdev (the one whose info
+// names its NTB device), or "".
+std::string DebugfsDir(const std::string& ibdev) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path ntb = fs::read_symlink("/sys/class/infiniband/" + ibdev + "/device", ec);
+    if (ec) {
+        return "";
+    }
+    for (const auto& d : fs::directory_iterator("/sys/kernel/debug/ntrdma", ec)) {
+        std::ifstream f(d.path() / "info");
+        for (std::string line; std::getline(f, line);) {
+            if (line == "ntb: " + ntb.filename().string()) {
+                return d.path().string();
+            }
+        }
+    }
+    return "";
+}
+
+// A numeric field of debugfs info, or -1.
+long long InfoField(const std::string& dir, const std::string& name) {
+    std::ifstream f(dir + "/info");
+    for (std::string line; std::getline(f, line);) {
+        if (line.starts_with(name + ": ")) {
+            return std::atoll(line.c_str() + name.size() + 2);
+        }
+    }
+    return -1;
+}
+
+bool WaitUntil(int ms, const std::function<bool()>& ok) {
+    const auto deadline = Clock::now() + milliseconds(ms);
+    while (!ok()) {
+        if (Clock::now() > deadline) {
+            return false;
+        }
+        std::this_thread::sleep_for(milliseconds(1));
+    }
+    return true;
+}
+
+bool PortActive(const Side& s) {
+    ibv_port_attr p{};
+    return ibv_query_port(s.ctx, 1, &p) == 0 && p.state == IBV_PORT_ACTIVE;
+}
+
+class PlacementSessionEnd : public Placement {
+  protected:
+    void SetUp() override {
+        Placement::SetUp();
+        if (IsSkipped() || HasFailure()) {
+            return;
+        }
+        dbg_a_ = DebugfsDir(a_.name);
+        dbg_b_ = DebugfsDir(b_.name);
+        if (dbg_a_.empty() || dbg_b_.empty()) {
+            GTEST_SKIP() << "no ntrdma debugfs directory for " << a_.name << " and " << b_.name
+                         << " (debugfs not mounted, or not root)";
+        }
+        if (!std::filesystem::exists(dbg_a_ + "/inject")) {
+            GTEST_SKIP() << "ntrdma built without CONFIG_NTRDMA_TEST_HOOKS (no inject file)";
+        }
+    }
+
+    void Inject(const std::string& dir, const std::string& req) {
+        std::ofstream f(dir + "/inject");
+        f << req << std::flush;
+        ASSERT_TRUE(f.good()) << "inject '" << req << "' into " << dir;
+    }
+
+    // WRITEs of all of *src into *dst on @c, unsignalled but every 8th, at
+    // most 32 outstanding, until @stop or the QP fails; counts completions.
+    static void WriteStream(const Conn& c, Buf* src, Buf* dst, ibv_cq* scq,
+                            const std::atomic<bool>& stop, std::atomic<long>* ok) {
+        uint64_t posted = 0, done = 0;
+        Wr w = WriteWr(0, src->sge(0, src->mem.size()), dst);  // dst is deregistered meanwhile
+        while (!stop) {
+            if (posted - done < 32) {
+                w.wr_id = posted;
+                w.flags = posted % 8 == 7 ? IBV_SEND_SIGNALED : 0;
+                if (Post(c.a, w)) {
+                    return;
+                }
+                posted++;
+            }
+            ibv_wc wc{};
+            while (ibv_poll_cq(scq, 1, &wc) == 1) {
+                if (wc.status != IBV_WC_SUCCESS) {
+                    return;
+                }
+                done += 8;
+                *ok += 8;
+            }
+        }
+    }
+
+    std::string dbg_a_, dbg_b_;
+};
+
+// Link loss during placements: the target (b) ends the session while the
+// requester (a) still places a stream of WRITEs into b's MR, and b
+// deregisters the MR at once. dereg must return only once a can no longer
+// place there (it left the ended session), so not one byte lands in the
+// pages after dereg returned, though a notices the end only later (up to
+// its heartbeat timeout: made so with the test hook link_deaf).
+TEST_F(PlacementSessionEnd, NothingLandsAfterDeregWhenTheTargetEndsTheSession) {
+    const size_t len = 65536;
+    for (int round = 0; round < 3; round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        ASSERT_TRUE(WaitUntil(30000, [&] { return PortActive(a_) && PortActive(b_); }))
+            << "the ports did not come back up";
+        Conn c;
+        Buf *src, *dst;
+        ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &dst));
+        Fill(src->p(), len, round + 1);
+        std::atomic<bool> stop{false};
+        std::atomic<long> written{0};
+        std::thread writer(WriteStream, c, src, dst, a_.scq, std::cref(stop), &written);
+        std::this_thread::sleep_for(milliseconds(200));
+        const long long downs = InfoField(dbg_b_, "link_down_events");
+        // a is a slow peer: for 1 s (the heartbeat timeout) its link work
+        // looks at nothing. A completion index out of range in b's verbs
+        // TQP: b counts a protocol error and ends the session; a, still in
+        // it, goes on placing until it looks again.
+        Inject(dbg_a_, "link_deaf 1000");
+        Inject(dbg_a_, "cq_prod 7 3735928559");
+        const bool ended =
+            WaitUntil(10000, [&] { return InfoField(dbg_b_, "link_down_events") > downs; });
+        const auto t0 = Clock::now();
+        const int rc = ended ? Dereg(dst) : -1;
+        const long ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+        std::memset(dst->mem.data(), 0x5A, len);
+        std::this_thread::sleep_for(milliseconds(1000));
+        stop = true;
+        writer.join();
+        Drain(a_.scq, 200);  // the stream's flushed WRITEs
+        ASSERT_TRUE(ended) << "b did not end the session in 10 s";
+        ASSERT_EQ(rc, 0);
+        std::cout << "[ NOTE     ] round " << round << ": " << written
+                  << " WRITEs completed before the end; dereg took " << ms << " ms" << std::endl;
+        EXPECT_GT(written, 0) << "no WRITE completed before the session ended";
+        for (size_t i = 0; i < len; i++) {
+            ASSERT_EQ(dst->mem[i], 0x5A) << "byte " << i << " written after dereg returned";
+        }
+    }
 }
 
 }  // namespace
