@@ -45,6 +45,7 @@
 #define NTR_NAPI_WEIGHT		64
 #define NTR_REFILL_RETRY_MS	20
 #define NTR_MAX_QUEUES		NTRDMA_NET_QUEUES_MAX
+#define NTR_WINDOW_SHARE	60	/* percent of the window (windowed) */
 
 static unsigned int net_queues = 1;
 module_param(net_queues, uint, 0444);
@@ -56,9 +57,26 @@ MODULE_PARM_DESC(rx_copybreak,
 		 "Frames up to this size are copied into a small skb and their buffer reposted (default 256, 0: never)");
 
 struct ntr_rx_buf {
-	void *data;		/* kmalloc'ed, becomes the skb head */
-	dma_addr_t dma;
+	void *data;		/* flat: the skb head; windowed: the piece */
+	dma_addr_t dma;		/* flat: the mapping of data + headroom */
+	u64 addr;		/* what the peer is told */
 	bool guarded;		/* test builds: canary bytes around it */
+};
+
+struct ntr_queue;
+struct ntrdma_tqp_rcomp;
+
+/* Receive buffers of the engine's mode (chosen at the first session): flat
+ * mode receives into skb heads (no copy), windowed mode copies each frame
+ * out of its piece of the window and posts the piece again.
+ */
+struct ntr_rx_ops {
+	int (*alloc)(struct ntr_queue *q, struct ntr_rx_buf *b, gfp_t gfp);
+	void (*free)(struct ntr_queue *q, struct ntr_rx_buf *b);
+	struct sk_buff *(*skb)(struct ntr_queue *q,
+			       const struct ntrdma_tqp_rcomp *c,
+			       struct ntr_rx_buf *b);
+	bool guards;		/* test builds: canaries around buffers */
 };
 
 /* Each set has one writer: NAPI, the xmit path, or send completions. */
@@ -105,6 +123,8 @@ struct ntrdma_net {
 	bool active;		/* a link session's datapath runs (rtnl) */
 	u32 rx_buf_len;		/* bytes the peer may write per buffer */
 	u32 rx_alloc_len;
+	const struct ntr_rx_ops *rx_ops;	/* set at the first session */
+	u32 rx_bufs;		/* posted per queue, at most */
 	int nq;			/* our queue pairs */
 	u32 tx_nq;		/* queues both sides have: 0 while closed */
 	struct ntr_queue *q;
@@ -119,13 +139,18 @@ static void ntr_count(struct ntr_counters *c, u64 *field, u64 n)
 
 /* ---- receive ---- */
 
-static void ntr_free_buf(struct ntr_queue *q, struct ntr_rx_buf *b)
+static void ntr_flat_free(struct ntr_queue *q, struct ntr_rx_buf *b)
 {
 	struct ntrdma_net *net = q->net;
 
 	dma_unmap_single(ntrdma_dev_dma_device(net->ndev), b->dma, net->rx_buf_len,
 			 DMA_FROM_DEVICE);
 	kfree(b->data);
+}
+
+static void ntr_free_buf(struct ntr_queue *q, struct ntr_rx_buf *b)
+{
+	q->net->rx_ops->free(q, b);
 	b->data = NULL;
 }
 
@@ -136,6 +161,8 @@ static bool ntr_guard_fill(struct ntrdma_net *net, u8 *data)
 {
 	u32 end = NTR_HEADROOM + net->rx_buf_len;
 
+	if (!net->rx_ops->guards)
+		return false;
 	return ntrdma_canary_fill(net->ndev, data, NTR_HEADROOM) &&
 	       ntrdma_canary_fill(net->ndev, data + end, net->rx_alloc_len - end);
 }
@@ -152,26 +179,39 @@ static void ntr_guard_check(struct ntrdma_net *net, struct ntr_rx_buf *b)
 			    net->rx_alloc_len - end);
 }
 
+static int ntr_flat_alloc(struct ntr_queue *q, struct ntr_rx_buf *b,
+			  gfp_t gfp)
+{
+	struct ntrdma_net *net = q->net;
+	struct device *dev = ntrdma_dev_dma_device(net->ndev);
+
+	b->data = kmalloc(net->rx_alloc_len, gfp);
+	if (!b->data)
+		return -ENOMEM;
+	b->guarded = ntr_guard_fill(net, b->data);
+	b->dma = dma_map_single(dev, (u8 *)b->data + NTR_HEADROOM,
+				net->rx_buf_len, DMA_FROM_DEVICE);
+	if (dma_mapping_error(dev, b->dma)) {
+		kfree(b->data);
+		return -EIO;
+	}
+	b->addr = b->dma;
+	return 0;
+}
+
 static int ntr_post_one(struct ntr_queue *q, gfp_t gfp)
 {
 	struct ntrdma_net *net = q->net;
-	struct ntrdma_dev *ndev = net->ndev;
 	struct ntr_rx_buf b;
 	u32 pos;
 	int rc;
 
-	b.data = ntrdma_fault(ndev, NTRDMA_FAULT_RX_ALLOC) ? NULL :
-		 kmalloc(net->rx_alloc_len, gfp);
-	if (!b.data)
+	if (ntrdma_fault(net->ndev, NTRDMA_FAULT_RX_ALLOC))
 		return -ENOMEM;
-	b.guarded = ntr_guard_fill(net, b.data);
-	b.dma = dma_map_single(ntrdma_dev_dma_device(ndev), (u8 *)b.data + NTR_HEADROOM,
-			       net->rx_buf_len, DMA_FROM_DEVICE);
-	if (dma_mapping_error(ntrdma_dev_dma_device(ndev), b.dma)) {
-		kfree(b.data);
-		return -EIO;
-	}
-	rc = ntrdma_tqp_post_recv(q->tqp, b.dma, net->rx_buf_len, &pos);
+	rc = net->rx_ops->alloc(q, &b, gfp);
+	if (rc)
+		return rc;
+	rc = ntrdma_tqp_post_recv(q->tqp, b.addr, net->rx_buf_len, &pos);
 	if (rc) {
 		ntr_free_buf(q, &b);
 		return rc;
@@ -213,10 +253,22 @@ static void ntr_free_quarantine(struct ntr_queue *q)
  * and with every buffer used none would come. So a short refill is retried
  * from NAPI, scheduled by a timer (NTR_REFILL_RETRY_MS), until it is whole.
  */
+/* Fewer than rx_bufs buffers posted (windowed mode posts fewer than a ring). */
+static bool ntr_rx_room(struct ntr_queue *q)
+{
+	u32 i, n = 0;
+
+	if (q->net->rx_bufs >= NTR_RING)
+		return true;
+	for (i = 0; i < NTR_RING; i++)
+		n += !!q->rx[i].data;
+	return n < q->net->rx_bufs;
+}
+
 static void ntr_refill(struct ntr_queue *q, gfp_t gfp)
 {
 	q->refill_due = false;
-	while (ntrdma_tqp_recv_room(q->tqp)) {
+	while (ntrdma_tqp_recv_room(q->tqp) && ntr_rx_room(q)) {
 		if (ntr_post_one(q, gfp)) {
 			ntr_count(&q->rxc, &q->rxc.refill_fail, 1);
 			q->refill_due = true;
@@ -245,7 +297,7 @@ static void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
 
 	b->data = NULL;
 	keep.guarded = ntr_guard_fill(q->net, keep.data);
-	if (ntrdma_tqp_post_recv(q->tqp, keep.dma, q->net->rx_buf_len, &pos)) {
+	if (ntrdma_tqp_post_recv(q->tqp, keep.addr, q->net->rx_buf_len, &pos)) {
 		ntr_free_buf(q, &keep);
 		return;
 	}
@@ -258,9 +310,9 @@ static void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
  * buffer charges a socket 64 KiB per datagram (truesize), so small-datagram
  * streams would overflow receive buffers long before they fill with data.
  */
-static struct sk_buff *ntr_rx_skb(struct ntr_queue *q,
-				  const struct ntrdma_tqp_rcomp *c,
-				  struct ntr_rx_buf *b)
+static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
+				    const struct ntrdma_tqp_rcomp *c,
+				    struct ntr_rx_buf *b)
 {
 	struct device *dev = ntrdma_dev_dma_device(q->net->ndev);
 	struct sk_buff *skb;
@@ -290,6 +342,73 @@ static struct sk_buff *ntr_rx_skb(struct ntr_queue *q,
 	return skb;
 }
 
+static const struct ntr_rx_ops ntr_rx_flat = {
+	.alloc = ntr_flat_alloc,
+	.free = ntr_flat_free,
+	.skb = ntr_flat_skb,
+	.guards = true,
+};
+
+/* Windowed mode: a piece of the window, the engine's. */
+static int ntr_window_alloc(struct ntr_queue *q, struct ntr_rx_buf *b,
+			    gfp_t gfp)
+{
+	struct ntrdma_rxbuf rb;
+	int rc;
+
+	rc = ntrdma_rxbuf_alloc(q->net->ndev, &rb, q->net->rx_buf_len, gfp);
+	if (rc)
+		return rc;
+	b->data = rb.va;
+	b->addr = rb.addr;
+	b->guarded = false;
+	return 0;
+}
+
+static void ntr_window_free(struct ntr_queue *q, struct ntr_rx_buf *b)
+{
+	struct ntrdma_rxbuf rb = {
+		.va = b->data, .addr = b->addr, .len = q->net->rx_buf_len,
+	};
+
+	ntrdma_rxbuf_free(q->net->ndev, &rb);
+}
+
+/* Every frame is copied out (as ntb_netdev does), its piece posted again. */
+static struct sk_buff *ntr_window_skb(struct ntr_queue *q,
+				      const struct ntrdma_tqp_rcomp *c,
+				      struct ntr_rx_buf *b)
+{
+	struct ntrdma_rxbuf rb = { .va = b->data, .addr = b->addr };
+	struct sk_buff *skb = napi_alloc_skb(&q->napi, c->len);
+
+	if (skb) {
+		ntrdma_rxbuf_for_cpu(q->net->ndev, &rb, c->len);
+		skb_put_data(skb, b->data, c->len);
+	}
+	ntr_repost(q, b);
+	return skb;
+}
+
+static const struct ntr_rx_ops ntr_rx_window = {
+	.alloc = ntr_window_alloc,
+	.free = ntr_window_free,
+	.skb = ntr_window_skb,
+};
+
+/* The engine's mode is known at the first session: buffers to match. */
+static void ntr_rx_choose(struct ntrdma_net *net)
+{
+	if (net->rx_ops)
+		return;
+	if (ntrdma_dev_windowed(net->ndev))
+		net->rx_ops = &ntr_rx_window;
+	else
+		net->rx_ops = &ntr_rx_flat;
+	net->rx_bufs = ntrdma_rxbuf_count(net->ndev, net->rx_buf_len,
+					  NTR_WINDOW_SHARE / net->nq, NTR_RING);
+}
+
 /* A GSO frame's type must be what its headers say it is (IPv4 or IPv6,
  * behind any VLAN tags), as virtio_net ties its header to the packet.
  * Called on the whole frame, at least an Ethernet header long.
@@ -315,7 +434,7 @@ static bool ntr_rx_one(struct ntr_queue *q,
 	ntrdma_net_meta_unpack(c->meta, &m);
 	if (ntrdma_net_check_meta(&m, c->len))
 		return false;
-	skb = ntr_rx_skb(q, c, b);
+	skb = q->net->rx_ops->skb(q, c, b);
 	if (!skb) {
 		ntr_count(&q->rxc, &q->rxc.dropped, 1);
 		return true;
@@ -623,6 +742,7 @@ static void ntr_session_start(struct ntrdma_net *net)
 
 	if (net->active || !ntrdma_link_is_up(net->ndev))
 		return;
+	ntr_rx_choose(net);
 	for (i = 0; i < net->nq; i++) {
 		q = &net->q[i];
 		/* The peer accepted this session: it left the previous one. */

@@ -199,9 +199,11 @@ static void export_drop(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 	ntrdma_mr_put(mr);
 }
 
-static bool export_wanted(struct ntrdma_mr *mr)
+/* Not in windowed mode: the peer's window reaches no page of ours. */
+static bool export_wanted(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 {
-	return ntrdma_direct_placement && mr->kind == NTRDMA_MR_USER &&
+	return ntrdma_direct_placement && !ntrdma_dev_windowed(nib->ndev) &&
+	       mr->kind == NTRDMA_MR_USER &&
 	       (mr->access & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ));
 }
 
@@ -219,7 +221,7 @@ void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 	u32 session = ntrdma_link_session(nib->ndev);
 	int rc;
 
-	if (!export_wanted(mr) || !session)
+	if (!export_wanted(nib, mr) || !session)
 		return;
 	mutex_lock(&nib->exp->lock);
 	/* dereg may have unpublished it: an export would outlive it */
@@ -349,7 +351,8 @@ void ntrdma_export_qp(struct ntrdma_qp *qp, bool up)
 	u32 session = ntrdma_link_session(nib->ndev);
 
 	lockdep_assert_held(&qp->lock);
-	if (!ntrdma_direct_placement || !session || (!up && !qp->exported))
+	if (!ntrdma_direct_placement || ntrdma_dev_windowed(nib->ndev) ||
+	    !session || (!up && !qp->exported))
 		return;
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
 	if (!m)
@@ -429,7 +432,7 @@ static void export_up_work(struct work_struct *work)
 		if (mr->export_session != session)
 			export_drop(nib, mr);
 	xa_for_each(&nib->mr_xa, i, mr)
-		if (export_wanted(mr) && mr->export_session != session &&
+		if (export_wanted(nib, mr) && mr->export_session != session &&
 		    export_mr_locked(nib, mr, session))
 			break;	/* the session ended meanwhile */
 	mutex_unlock(&exp->lock);

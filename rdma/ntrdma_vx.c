@@ -10,9 +10,11 @@
  * the sending side); the TQP writes it into a buffer the peer posted. Every
  * MR a segment touches holds a reference until the TQP's send_done for that
  * segment, so no MR is unpinned under a copy.
- * Receive: NTRDMA_VX_RX_BUFS buffers of NTRDMA_VX_BUF bytes are posted to
- * the peer. A work item polls them, copies the header out of the buffer
- * (the peer may still write it), checks it, hands the segment to the QP
+ * Receive: NTRDMA_VX_RX_BUFS buffers of NTRDMA_VX_BUF bytes (windowed mode:
+ * as many as NTRDMA_VX_WINDOW_SHARE percent of the window holds; allocated
+ * at the first session) are posted to the peer. A work item polls them,
+ * copies the header out of the buffer (the peer may still write it),
+ * checks it, hands the segment to the QP
  * (ntrdma_resp.c as responder, ntrdma_req.c as requester), which checks
  * keys, PD, access and ranges against its own tables before copying the
  * payload out, and posts the buffer again.
@@ -25,13 +27,9 @@
 #include "ntrdma_ib.h"
 
 #define NTRDMA_VX_RX_BUFS	128
+#define NTRDMA_VX_WINDOW_SHARE	30	/* percent of the window (windowed) */
 #define NTRDMA_VX_BUDGET	64
 #define NTRDMA_VX_NAKS		32	/* device-level NAKs in flight */
-
-struct ntrdma_vx_buf {
-	struct page *page;
-	dma_addr_t dma;
-};
 
 struct ntrdma_vx {
 	struct ntrdma_ib *nib;
@@ -49,7 +47,9 @@ struct ntrdma_vx {
 	struct ntrdma_seg_meta nak_meta[NTRDMA_VX_NAKS];	/* .pool NULL */
 	spinlock_t nak_lock;		/* nak_done */
 	u32 nak_prod, nak_done;
-	struct ntrdma_vx_buf buf[NTRDMA_VX_RX_BUFS];
+	/* receive buffers, allocated at the first session (its mode) */
+	struct ntrdma_rxbuf buf[NTRDMA_VX_RX_BUFS];
+	u16 nbufs;
 	u16 at[NTRDMA_TQP_RING];	/* ring position -> buffer */
 };
 
@@ -220,9 +220,8 @@ static int vx_post(struct ntrdma_vx *vx, u16 i)
 	u32 pos;
 	int rc;
 
-	dma_sync_single_for_device(ntrdma_dev_dma_device(vx->ndev), vx->buf[i].dma,
-				   NTRDMA_VX_BUF, DMA_FROM_DEVICE);
-	rc = ntrdma_tqp_post_recv(vx->tqp, vx->buf[i].dma, NTRDMA_VX_BUF, &pos);
+	ntrdma_rxbuf_for_peer(vx->ndev, &vx->buf[i], NTRDMA_VX_BUF);
+	rc = ntrdma_tqp_post_recv(vx->tqp, vx->buf[i].addr, NTRDMA_VX_BUF, &pos);
 	if (!rc)
 		vx->at[ntrdma_ring_idx(pos, NTRDMA_TQP_RING)] = i;
 	return rc;
@@ -243,10 +242,8 @@ static void vx_rx_work(struct work_struct *work)
 		if (rc <= 0)
 			break;
 		i = vx->at[ntrdma_ring_idx(c.pos, NTRDMA_TQP_RING)];
-		dma_sync_single_for_cpu(ntrdma_dev_dma_device(vx->ndev), vx->buf[i].dma,
-					c.len, DMA_FROM_DEVICE);
-		qp = ntrdma_vx_deliver(vx->nib, page_address(vx->buf[i].page),
-				       c.len, false);
+		ntrdma_rxbuf_for_cpu(vx->ndev, &vx->buf[i], c.len);
+		qp = ntrdma_vx_deliver(vx->nib, vx->buf[i].va, c.len, false);
 		/* Same buffer, next position: the ring never runs dry. */
 		vx_post(vx, i);
 		/*
@@ -640,13 +637,34 @@ undo:
 
 /* ---- sessions ---- */
 
+/*
+ * The receive buffers, once: at the first session, when the engine knows
+ * where the peer may write (windowed mode has room for fewer).
+ */
+static void vx_alloc_bufs(struct ntrdma_vx *vx)
+{
+	unsigned int n = ntrdma_rxbuf_count(vx->ndev, NTRDMA_VX_BUF,
+					    NTRDMA_VX_WINDOW_SHARE,
+					    NTRDMA_VX_RX_BUFS);
+
+	while (vx->nbufs < n &&
+	       !ntrdma_rxbuf_alloc(vx->ndev, &vx->buf[vx->nbufs],
+				   NTRDMA_VX_BUF, GFP_KERNEL))
+		vx->nbufs++;
+	if (vx->nbufs < n)
+		dev_warn(ntrdma_dev_parent(vx->ndev), "%s: verbs: %u of %u receive buffers\n",
+			 ntrdma_dev_name(vx->ndev), vx->nbufs, n);
+}
+
 void ntrdma_vx_start(struct ntrdma_ib *nib)
 {
 	struct ntrdma_vx *vx = nib->vx;
 	u16 i;
 
+	if (!vx->nbufs)
+		vx_alloc_bufs(vx);
 	ntrdma_tqp_start(vx->tqp);
-	for (i = 0; i < NTRDMA_VX_RX_BUFS; i++)
+	for (i = 0; i < vx->nbufs; i++)
 		if (vx_post(vx, i))
 			break;
 	ntrdma_tqp_post_commit(vx->tqp);
@@ -675,7 +693,7 @@ int ntrdma_vx_init(struct ntrdma_ib *nib)
 {
 	struct ntrdma_dev *ndev = nib->ndev;
 	struct ntrdma_vx *vx;
-	int i, rc;
+	int rc;
 
 	vx = kzalloc(sizeof(*vx), GFP_KERNEL);
 	if (!vx)
@@ -699,35 +717,15 @@ int ntrdma_vx_init(struct ntrdma_ib *nib)
 		rc = -ENOMEM;
 		goto err_naks;
 	}
-	for (i = 0; i < NTRDMA_VX_RX_BUFS; i++) {
-		vx->buf[i].page = alloc_pages(GFP_KERNEL | __GFP_ZERO,
-					      get_order(NTRDMA_VX_BUF));
-		if (!vx->buf[i].page) {
-			rc = -ENOMEM;
-			goto err_bufs;
-		}
-		vx->buf[i].dma = dma_map_page(ntrdma_dev_dma_device(ndev), vx->buf[i].page, 0,
-					      NTRDMA_VX_BUF, DMA_FROM_DEVICE);
-		if (dma_mapping_error(ntrdma_dev_dma_device(ndev), vx->buf[i].dma)) {
-			__free_pages(vx->buf[i].page, get_order(NTRDMA_VX_BUF));
-			rc = -EIO;
-			goto err_bufs;
-		}
-	}
 	vx->tqp = ntrdma_tqp_create(ndev, NTRDMA_TQP_VERBS, &vx_tqp_ops, vx);
 	if (IS_ERR(vx->tqp)) {
 		rc = PTR_ERR(vx->tqp);
-		goto err_bufs;
+		goto err_wq;
 	}
 	nib->vx = vx;
 	return 0;
 
-err_bufs:
-	while (i--) {
-		dma_unmap_page(ntrdma_dev_dma_device(ndev), vx->buf[i].dma, NTRDMA_VX_BUF,
-			       DMA_FROM_DEVICE);
-		__free_pages(vx->buf[i].page, get_order(NTRDMA_VX_BUF));
-	}
+err_wq:
 	destroy_workqueue(vx->wq);
 err_naks:
 	free_page((unsigned long)vx->naks);
@@ -754,14 +752,10 @@ void ntrdma_vx_fini(struct ntrdma_ib *nib, bool free_posted)
 	if (vx->posted_ever && !free_posted) {
 		dev_warn(ntrdma_dev_parent(vx->ndev),
 			 "%s: verbs: the peer may still write our %u receive buffers: keeping the memory\n",
-			 ntrdma_dev_name(vx->ndev), NTRDMA_VX_RX_BUFS);
+			 ntrdma_dev_name(vx->ndev), vx->nbufs);
 	} else {
-		for (i = 0; i < NTRDMA_VX_RX_BUFS; i++) {
-			dma_unmap_page(ntrdma_dev_dma_device(vx->ndev), vx->buf[i].dma,
-				       NTRDMA_VX_BUF, DMA_FROM_DEVICE);
-			__free_pages(vx->buf[i].page,
-				     get_order(NTRDMA_VX_BUF));
-		}
+		for (i = 0; i < vx->nbufs; i++)
+			ntrdma_rxbuf_free(vx->ndev, &vx->buf[i]);
 	}
 	nib->vx = NULL;
 	kfree(vx);

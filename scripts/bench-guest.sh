@@ -17,9 +17,11 @@
 # measure the copy limits: the copy probe and ntb_perf; BENCH_PROBE_RUNS (8)
 # and BENCH_PROBE_MIB (1024): a probe sample is the best of that many runs of
 # that many MiB), BENCH_DOORBELL (as
-# BENCH_LINK: the doorbell round trip), BENCH_ETH ("ntb_netdev ntr0 veth"), BENCH_ETH_TESTS
-# ("tcp1 tcp4 udp64"), BENCH_RDMA ("ntrdma rxe siw rxe@ntb_netdev
-# siw@ntb_netdev rxe@ntr0": rxe and siw on the loopback path are the "no
+# BENCH_LINK: the doorbell round trip), BENCH_ETH ("ntb_netdev ntr0 ntr0-win
+# veth"; ntr0-win: ntrdma in windowed mode, on the NTB without a flat window
+# that ntb_netdev uses), BENCH_ETH_TESTS ("tcp1 tcp4 udp64"), BENCH_RDMA
+# ("ntrdma ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0":
+# ntrdma-win in windowed mode; rxe and siw on the loopback path are the "no
 # link" reference, DRV@NETDEV is what a user with an NTB would run instead
 # of ntrdma, a software RDMA driver over an Ethernet netdev of the NTB, on
 # both hosts: pair topology only), BENCH_RDMA_TESTS (see below).
@@ -33,9 +35,9 @@ SECS=${BENCH_SECS:-2}
 LAT_ITERS=${BENCH_LAT_ITERS:-1000}
 LINK=${BENCH_LINK:-1}
 DOORBELL=${BENCH_DOORBELL:-$LINK}
-ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 veth"}
+ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 ntr0-win veth"}
 ETH_TESTS=${BENCH_ETH_TESTS:-"tcp1 tcp4 udp64"}
-RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0"}
+RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0"}
 RDMA_TESTS=${BENCH_RDMA_TESTS:-"write_bw:64 write_bw:4096 write_bw:65536 read_bw:64 read_bw:4096
 	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 write_lat:2 read_lat:2
 	qperf:rc_bw qperf:rc_lat"}
@@ -291,10 +293,14 @@ eth_up() {
 		IFA=vbA IFB=vbB
 		ns_pair "$IFA" "$IFB" || { SETUP_NOTE="netns setup failed"; return 1; }
 		;;
-	ntb_netdev | ntr0)
+	ntb_netdev | ntr0 | ntr0-win)
 		if [ "$sys" = ntb_netdev ]; then
 			hw_mode 0 || { SETUP_NOTE="ntb_hw_ivshmem flat_window=0 did not come up"; return 1; }
 			drv=ntb_netdev
+		elif [ "$sys" = ntr0-win ]; then
+			# ntrdma in windowed mode: the NTB ntb_netdev runs on
+			hw_mode 0 || { SETUP_NOTE="ntb_hw_ivshmem flat_window=0 did not come up"; return 1; }
+			drv=ntrdma
 		else
 			hw_mode 1 || { SETUP_NOTE="ntb_hw_ivshmem flat_window=1 did not come up"; return 1; }
 			drv=ntrdma
@@ -339,7 +345,7 @@ eth_down() {
 	ntb_netdev) modprobe -r ntb_netdev ntb_transport
 		is_pair && peer "modprobe -r ntb_netdev ntb_transport"
 		ip netns del bA 2>/dev/null; ip netns del bB 2>/dev/null ;;
-	ntr0) modprobe -r ntrdma
+	ntr0 | ntr0-win) modprobe -r ntrdma
 		is_pair && peer "modprobe -r ntrdma"
 		ip netns del bA 2>/dev/null; ip netns del bB 2>/dev/null ;;
 	esac
@@ -414,7 +420,7 @@ eth_round() { # ROUND SYSTEM
 # (server/client ib devices), DST (address the client connects to), CM
 # (-R when the device needs rdma_cm: iWARP).
 rdma_up() {
-	local sys=$1 devs d n
+	local sys=$1 devs d n net
 	SETUP_NOTE='' CM='' QCM='' GX='' QNA='' SRV="sh -c" CLI="sh -c" DST=127.0.0.1
 	case $sys in
 	rxe)
@@ -435,7 +441,7 @@ rdma_up() {
 			{ SETUP_NOTE="rdma link add siw0 type siw netdev bsiw (dummy) failed"; return 1; }
 		SDEV=siw0 CDEV=siw0 CM=-R DST=10.79.9.1
 		;;
-	ntrdma)
+	ntrdma | ntrdma-win)
 		# The verbs face: one ib device per NTB port, named ntrdma*, used
 		# through our rdma-core provider (install_provider: a .driver
 		# file naming the build tree's library). Its port has an IB link
@@ -444,7 +450,10 @@ rdma_up() {
 		# netdevs) for the tools' out-of-band exchange. qperf connects
 		# directly (no rdma_cm: the port has no CM capability), the two
 		# devices named with -li/-ri.
-		hw_mode 1 || { SETUP_NOTE="ntb_hw_ivshmem flat_window=1 did not come up"; return 1; }
+		# ntrdma-win: windowed mode, on the NTB without a flat window
+		if [ "$sys" = ntrdma-win ]; then net=ntr0-win; else net=ntr0; fi
+		hw_mode $([ $net = ntr0 ] && echo 1 || echo 0) ||
+			{ SETUP_NOTE="ntb_hw_ivshmem did not come up for $sys"; return 1; }
 		modprobe ntrdma || { SETUP_NOTE="modprobe ntrdma failed"; return 1; }
 		is_pair && { peer "modprobe ntrdma" || { SETUP_NOTE="modprobe ntrdma on b failed"; return 1; }; }
 		install_provider || { SETUP_NOTE="install_provider failed (provider not built?)"; return 1; }
@@ -460,7 +469,7 @@ rdma_up() {
 			n=$(rdma link show "$d/1" 2>/dev/null | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
 			[ -n "$n" ] && IBOF[$n]=$d
 		done
-		eth_up ntr0 || { SETUP_NOTE="ntr0 for the out-of-band exchange: $SETUP_NOTE"; return 1; }
+		eth_up $net || { SETUP_NOTE="$net for the out-of-band exchange: $SETUP_NOTE"; return 1; }
 		SRV=$B CLI=$A DST=$B_IP GX="-x 0" QCM=
 		if is_pair; then
 			CDEV=${IBOF[$IFA]:-${devs%% *}}
@@ -511,7 +520,7 @@ rdma_down() {
 	case $sys in
 	rxe) rdma link delete rxe0 ;;
 	siw) rdma link delete siw0; ip link del bsiw ;;
-	ntrdma) eth_down ntr0 ;;
+	ntrdma | ntrdma-win) eth_down ntr0 ;;
 	*@*) rdma link delete "${sys%@*}nt" 2>/dev/null
 		is_pair && peer "rdma link delete ${sys%@*}nt" 2>/dev/null
 		eth_down "${sys#*@}" ;;

@@ -86,10 +86,10 @@ else
 	if [ -z "${BENCH_ETH+set}${BENCH_ETH_TESTS+set}${BENCH_RDMA+set}${BENCH_RDMA_TESTS+set}${BENCH_LINK+set}" ]; then
 		for t in $TOPOS; do
 			REQUIRE+=("$t|ntb_hw_ivshmem|flat window copy" "$t|ntb_hw_ivshmem|MW copy")
-			for s in ntb_netdev ntr0 veth; do
+			for s in ntb_netdev ntr0 ntr0-win veth; do
 				REQUIRE+=("$t|$s|iperf3 TCP x1" "$t|$s|iperf3 TCP x4")
 			done
-			for s in ntrdma rxe siw; do
+			for s in ntrdma ntrdma-win rxe siw; do
 				REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_send_lat 2 B")
 			done
 			# what a user would run instead over the NTB (two kernels)

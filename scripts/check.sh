@@ -73,7 +73,7 @@ fi
 # Stock NTB clients expect two small windows (no flat window); NTRDMA needs
 # the flat window (on the stock run's NTB it must refuse, clearly): one
 # test-bed run each, in both topologies.
-STOCK="stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh,ntrdma_noflat_test.sh"
+STOCK="stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh,ntrdma_windowed_test.sh"
 NTR="ntrdma:1:ntb_hw_probe_test.sh,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh,ntrdma_verbs_loss_test.sh,ntrdma_kverbs_test.sh,ntrdma_nvmeof_test.sh,ntrdma_pyverbs_test.sh,ntrdma_fault_test.sh"
 # The soak's short form (8 cycles) in guests whose vCPUs share one TCG
 # thread: with one thread per vCPU, QEMU 7.2 can leave a vCPU in a stale

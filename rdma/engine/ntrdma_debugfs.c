@@ -32,6 +32,10 @@ static int ntrdma_info_show(struct seq_file *s, void *unused)
 	seq_printf(s, "flat_mw: %d\nflat_size: %pa\n", ndev->flat_mw,
 		   &ndev->flat_size);
 	seq_printf(s, "flat_refused: %d\n", READ_ONCE(ndev->flat_refused));
+	seq_printf(s, "mode: %s\nwindow_size: %zu\n",
+		   !READ_ONCE(ndev->mode_chosen) ? "none" :
+		   ntrdma_dev_windowed(ndev) ? "windowed" : "flat",
+		   ntrdma_dev_windowed(ndev) ? ndev->win.size : 0);
 	seq_printf(s, "heartbeat_ms: %u\nheartbeat_timeout_ms: %u\n",
 		   ntrdma_heartbeat_ms, ntrdma_heartbeat_timeout_ms);
 	seq_printf(s, "link_up_events: %lld\n",

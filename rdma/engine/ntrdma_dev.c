@@ -4,8 +4,9 @@
  * becomes one ntrdma device that carries every face over one engine. The
  * engine talks to the hardware only through the Linux NTB API (and
  * dmaengine), so it runs unchanged on any NTB hardware driver that offers
- * scratchpads, doorbells and a memory window that can translate to address
- * 0 (the "flat" window onto the peer's memory).
+ * scratchpads, doorbells and a memory window: flat mode when the window can
+ * translate to address 0 (a "flat" window onto the peer's memory), windowed
+ * mode otherwise (ntrdma_rxmem.c).
  */
 
 #include <linux/dmaengine.h>
@@ -22,7 +23,7 @@
 static int flat_mw = -1;
 module_param(flat_mw, int, 0444);
 MODULE_PARM_DESC(flat_mw,
-		 "Memory window to use as the flat window onto the peer (default -1: the largest)");
+		 "Memory window to use (default -1: the largest): flat mode when it maps the peer's RAM at translation 0, windowed mode otherwise");
 
 static bool use_dma = true;
 module_param(use_dma, bool, 0444);
@@ -111,11 +112,13 @@ bool ntrdma_dev_dma_copies(struct ntrdma_dev *ndev)
  * @ndev: the device
  *
  * Return: the bytes of the peer's DMA address space the flat window maps
- * (from address 0): where placements and peer reads may go.
+ * (from address 0): where placements and peer reads may go; 0 in windowed
+ * mode (the window maps only the peer's window buffer) and before a mode
+ * is chosen.
  */
 u64 ntrdma_dev_peer_reach(struct ntrdma_dev *ndev)
 {
-	return ndev->flat_size;
+	return READ_ONCE(ndev->peer_reach);
 }
 
 /**
@@ -135,7 +138,8 @@ int ntrdma_dev_peer_read(struct ntrdma_dev *ndev, u64 addr, void *buf,
 {
 	u64 end;
 
-	if (check_add_overflow(addr, (u64)len, &end) || end > ndev->flat_size)
+	if (check_add_overflow(addr, (u64)len, &end) ||
+	    end > ntrdma_dev_peer_reach(ndev))
 		return -EINVAL;
 	if (!ntrdma_link_is_up(ndev))
 		return -ENOLINK;
@@ -164,7 +168,8 @@ int ntrdma_dev_pull(struct ntrdma_dev *ndev, const struct ntrdma_tqp_piece *pc,
 
 	for (i = 0; i < n; i++)
 		if (check_add_overflow(pc[i].dst, (u64)pc[i].len, &end) ||
-		    end > ndev->flat_size || pc[i].off + pc[i].len > PAGE_SIZE)
+		    end > ntrdma_dev_peer_reach(ndev) ||
+		    pc[i].off + pc[i].len > PAGE_SIZE)
 			return -EINVAL;
 	if (!ntrdma_link_is_up(ndev))
 		return -ENOLINK;
@@ -277,7 +282,7 @@ static const struct ntb_ctx_ops ntrdma_ctx_ops = {
 	.db_event	= ntrdma_ctx_db_event,
 };
 
-/* Choose the flat window: the requested one, else the largest. */
+/* Choose the window: the requested one, else the largest. */
 static int ntrdma_find_flat_mw(struct ntrdma_dev *ndev)
 {
 	resource_size_t size, best_size = 0;
@@ -296,11 +301,10 @@ static int ntrdma_find_flat_mw(struct ntrdma_dev *ndev)
 			best_base = base;
 		}
 	}
-	if (best < 0 || best_size < 2 * sizeof(struct ntrdma_inbox)) {
-		/* Windows that do not reach the peer's RAM need windowed mode. */
+	if (best < 0 || best_size < NTRDMA_WINDOW_MIN) {
 		dev_err(&ndev->ntb->dev,
-			"%s: no flat window: %d peer MWs, the largest usable (flat_mw=%d) %pa bytes; ntrdma needs one MW onto all of the peer's RAM at translation 0\n",
-			ndev->name, n, flat_mw, &best_size);
+			"%s: no usable memory window: %d peer MWs, the largest (flat_mw=%d) %pa bytes; ntrdma needs one of at least %u bytes\n",
+			ndev->name, n, flat_mw, &best_size, NTRDMA_WINDOW_MIN);
 		return -ENODEV;
 	}
 	ndev->flat_mw = best;
@@ -357,19 +361,9 @@ static int ntrdma_dev_probe(struct ntb_client *client, struct ntb_dev *ntb)
 		goto err_ida;
 	}
 
-	ndev->inbox_size = PAGE_ALIGN(sizeof(struct ntrdma_inbox));
-	ndev->inbox = alloc_pages_exact(ndev->inbox_size,
-					GFP_KERNEL | __GFP_ZERO);
-	if (!ndev->inbox) {
-		rc = -ENOMEM;
+	rc = ntrdma_rxmem_init(ndev);
+	if (rc)
 		goto err_unmap_flat;
-	}
-	ndev->inbox_dma = dma_map_single(ndev->dma_dev, ndev->inbox,
-					 ndev->inbox_size, DMA_BIDIRECTIONAL);
-	if (dma_mapping_error(ndev->dma_dev, ndev->inbox_dma)) {
-		rc = -EIO;
-		goto err_free_inbox;
-	}
 
 	ntrdma_vdb_init(ndev);
 	rc = ntrdma_link_init(ndev);
@@ -393,7 +387,7 @@ static int ntrdma_dev_probe(struct ntb_client *client, struct ntb_dev *ntb)
 
 	ntrdma_debugfs_add(ndev);
 	ntrdma_link_start(ndev);
-	dev_info(&ntb->dev, "%s: flat window MW%d, %pa bytes; inbox %zu bytes\n",
+	dev_info(&ntb->dev, "%s: MW%d, %pa bytes; inbox %zu bytes; flat or windowed mode at link-up\n",
 		 ndev->name, ndev->flat_mw, &ndev->flat_size, ndev->inbox_size);
 	return 0;
 
@@ -405,10 +399,7 @@ err_cmd:
 err_wq:
 	ntrdma_link_fini(ndev);
 err_unmap_inbox:
-	dma_unmap_single(ndev->dma_dev, ndev->inbox_dma, ndev->inbox_size,
-			 DMA_BIDIRECTIONAL);
-err_free_inbox:
-	free_pages_exact(ndev->inbox, ndev->inbox_size);
+	ntrdma_rxmem_fini(ndev, true);
 err_unmap_flat:
 	iounmap(ndev->flat);
 err_ida:
@@ -431,11 +422,7 @@ static void ntrdma_dev_remove(struct ntb_client *client, struct ntb_dev *ntb)
 	ntrdma_faces_del(ndev, ndev->peer_quiet);
 	ntrdma_dma_fini(ndev);
 	ntrdma_cmd_fini(ndev);
-	if (ndev->peer_quiet) {
-		dma_unmap_single(ndev->dma_dev, ndev->inbox_dma,
-				 ndev->inbox_size, DMA_BIDIRECTIONAL);
-		free_pages_exact(ndev->inbox, ndev->inbox_size);
-	}
+	ntrdma_rxmem_fini(ndev, ndev->peer_quiet);
 	iounmap(ndev->flat);
 	dev_info(&ntb->dev, "%s: removed\n", ndev->name);
 	ida_free(&ntrdma_ida, ndev->index);

@@ -72,6 +72,33 @@ int ntrdma_dev_pull(struct ntrdma_dev *ndev, const struct ntrdma_tqp_piece *pc,
 void ntrdma_dev_set_netdev(struct ntrdma_dev *ndev, struct net_device *netdev);
 struct net_device *ntrdma_dev_netdev(struct ntrdma_dev *ndev);
 
+/* ---- memory the peer writes (ntrdma_rxmem.c) ---- */
+
+/**
+ * struct ntrdma_rxbuf - a buffer a face posts for the peer to write
+ * @va: where we read it
+ * @addr: what the peer is told (ntrdma_tqp_post_recv())
+ * @dma: flat mode: its streaming mapping
+ * @len: its size
+ */
+struct ntrdma_rxbuf {
+	void *va;
+	u64 addr;
+	dma_addr_t dma;
+	size_t len;
+};
+
+int ntrdma_rxbuf_alloc(struct ntrdma_dev *ndev, struct ntrdma_rxbuf *b,
+		       size_t len, gfp_t gfp);
+void ntrdma_rxbuf_free(struct ntrdma_dev *ndev, struct ntrdma_rxbuf *b);
+void ntrdma_rxbuf_for_cpu(struct ntrdma_dev *ndev, const struct ntrdma_rxbuf *b,
+			  size_t len);
+void ntrdma_rxbuf_for_peer(struct ntrdma_dev *ndev,
+			   const struct ntrdma_rxbuf *b, size_t len);
+bool ntrdma_dev_windowed(struct ntrdma_dev *ndev);
+unsigned int ntrdma_rxbuf_count(struct ntrdma_dev *ndev, size_t len,
+				unsigned int share, unsigned int flat_count);
+
 /* ---- link (ntrdma_link.c) ---- */
 
 bool ntrdma_link_is_up(struct ntrdma_dev *ndev);

@@ -23,6 +23,11 @@ unsigned int ntrdma_heartbeat_ms = 100;
 module_param_named(heartbeat_ms, ntrdma_heartbeat_ms, uint, 0444);
 MODULE_PARM_DESC(heartbeat_ms, "Heartbeat period in ms (default 100)");
 
+bool ntrdma_force_windowed;
+module_param_named(windowed, ntrdma_force_windowed, bool, 0444);
+MODULE_PARM_DESC(windowed,
+		 "Windowed mode even where the window could map the peer's RAM at translation 0 (default N; windowed mode is chosen by itself where it cannot)");
+
 unsigned int ntrdma_heartbeat_timeout_ms = 1000;
 module_param_named(heartbeat_timeout, ntrdma_heartbeat_timeout_ms, uint, 0444);
 MODULE_PARM_DESC(heartbeat_timeout,
@@ -145,6 +150,32 @@ static bool ntrdma_trans_err_transient(int rc)
 	return rc == -ENOLINK || rc == -EAGAIN || rc == -EBUSY;
 }
 
+/* Said once, and the link stays down: retrying cannot help. */
+static void ntrdma_refuse(struct ntrdma_dev *ndev, int flat_rc, int rc)
+{
+	ndev->flat_refused = true;
+	dev_err(&ndev->ntb->dev,
+		"%s: MW%d cannot map our RAM at translation 0 (%d), and windowed mode cannot run in it (%d): the link stays down until ntrdma is reloaded\n",
+		ndev->name, ndev->flat_mw, flat_rc, rc);
+}
+
+/* The window cannot be flat: windowed mode, for the device's life. */
+static int ntrdma_choose_windowed(struct ntrdma_dev *ndev, int flat_rc)
+{
+	int rc = ntrdma_window_setup(ndev);
+
+	if (!rc)
+		rc = ntrdma_window_trans(ndev);
+	if (ntrdma_dev_windowed(ndev))
+		dev_info(&ndev->ntb->dev,
+			 "%s: windowed mode: MW%d cannot map our RAM at translation 0 (%d): the peer writes only our %zu-byte window buffer; no direct placement\n",
+			 ndev->name, ndev->flat_mw, flat_rc, ndev->win.size);
+	if (rc && !ntrdma_trans_err_transient(rc))
+		ntrdma_refuse(ndev, flat_rc, rc);
+	return rc;
+}
+
+/* Translation 0 over the whole window: flat mode, unless refused. */
 static int ntrdma_set_flat_trans(struct ntrdma_dev *ndev)
 {
 	resource_size_t align, size_align, size_max = 0;
@@ -152,6 +183,8 @@ static int ntrdma_set_flat_trans(struct ntrdma_dev *ndev)
 
 	rc = ntb_mw_get_align(ndev->ntb, 0, ndev->flat_mw, &align, &size_align,
 			      &size_max);
+	if (!rc && ntrdma_force_windowed && !ndev->mode_chosen)
+		return ntrdma_choose_windowed(ndev, -EPERM);
 	if (!rc)
 		/*
 		 * Inbound translation base 0: the peer addresses our memory by
@@ -159,15 +192,27 @@ static int ntrdma_set_flat_trans(struct ntrdma_dev *ndev)
 		 * IOVAs with one).
 		 */
 		rc = ntb_mw_set_trans(ndev->ntb, 0, ndev->flat_mw, 0, size_max);
-	if (!rc) {
+	if (!rc && !ndev->mode_chosen)
+		ntrdma_rxmem_flat_chosen(ndev);
+	if (!rc || ntrdma_trans_err_transient(rc))
+		return rc;
+	if (!ndev->mode_chosen)
+		return ntrdma_choose_windowed(ndev, rc);
+	ntrdma_refuse(ndev, rc, rc);
+	return rc;
+}
+
+/* Open our inbound window for the session we publish next. */
+static int ntrdma_set_trans(struct ntrdma_dev *ndev)
+{
+	int rc;
+
+	if (ntrdma_dev_windowed(ndev))
+		rc = ntrdma_window_trans(ndev);
+	else
+		rc = ntrdma_set_flat_trans(ndev);
+	if (!rc)
 		ndev->flat_trans = true;
-	} else if (!ntrdma_trans_err_transient(rc)) {
-		/* Retrying cannot help: say so once and stay down. */
-		ndev->flat_refused = true;
-		dev_err(&ndev->ntb->dev,
-			"%s: MW%d cannot map our RAM at translation 0 (size %pa): %d; this NTB has no flat window, which ntrdma needs (windowed mode is not implemented): the link stays down until ntrdma is reloaded\n",
-			ndev->name, ndev->flat_mw, &size_max, rc);
-	}
 	return rc;
 }
 
@@ -247,7 +292,7 @@ static void ntrdma_go_down(struct ntrdma_dev *ndev, const char *why)
 	ndev->pinbox = NULL;
 	/* The peer cannot write our inbox until it accepts the new epoch. */
 	memset(ndev->inbox, 0, ndev->inbox_size);
-	if (ndev->hw_up && !ntrdma_set_flat_trans(ndev))
+	if (ndev->hw_up && !ntrdma_set_trans(ndev))
 		ntrdma_publish(ndev);
 }
 
@@ -345,7 +390,7 @@ static void ntrdma_link_work(struct work_struct *work)
 		goto out;
 	}
 	if (!ndev->hw_up || !ndev->flat_trans) {
-		if (ntrdma_set_flat_trans(ndev))
+		if (ntrdma_set_trans(ndev))
 			goto resched;
 		ndev->hw_up = true;
 		ntrdma_publish(ndev);

@@ -23,6 +23,7 @@
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/mutex.h>
+#include <linux/sizes.h>
 #include <linux/ntb.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
@@ -138,6 +139,21 @@ struct ntrdma_tqp {
 	struct device *dma_dev;		/* the channel's, for late unmaps */
 };
 
+/* The smallest window windowed mode runs in (inbox, a few buffers each). */
+#define NTRDMA_WINDOW_MIN	SZ_1M
+/* ...and the most it takes: rings for both faces fit; one order-10 block. */
+#define NTRDMA_WINDOW_MAX	SZ_4M
+
+/* Windowed mode: the one buffer our inbound window translates to. */
+struct ntrdma_window {
+	void *va;
+	dma_addr_t dma;
+	size_t size;
+	struct gen_pool *pool;		/* its pieces, by window offset */
+};
+
+struct ntrdma_rxmem_ops;
+
 struct ntrdma_dev {
 	struct ntb_dev *ntb;
 	struct device *dma_dev;		/* maps buffers the peer writes */
@@ -152,10 +168,18 @@ struct ntrdma_dev {
 	bool flat_trans;		/* inbound translation set */
 	bool flat_refused;		/* the NTB refused translation 0 */
 
+	/* what the peer may write of ours, flat or windowed (ntrdma_rxmem.c) */
+	const struct ntrdma_rxmem_ops *rxmem;
+	bool mode_chosen;		/* at the first NTB link-up */
+	u64 peer_reach;			/* of the peer's memory: 0 windowed */
+	struct ntrdma_window win;
+
 	/* our inbox (written by the peer) */
 	struct ntrdma_inbox *inbox;
-	dma_addr_t inbox_dma;
+	dma_addr_t inbox_dma;		/* what the peer is told */
 	size_t inbox_size;
+	struct ntrdma_inbox *boot_inbox; /* flat-mode inbox from probe */
+	dma_addr_t boot_inbox_dma;
 
 	/* the peer's inbox, through the flat window */
 	struct ntrdma_inbox __iomem *pinbox;
@@ -244,6 +268,14 @@ void ntrdma_debugfs_init(void);
 void ntrdma_debugfs_exit(void);
 void ntrdma_debugfs_add(struct ntrdma_dev *ndev);
 void ntrdma_debugfs_del(struct ntrdma_dev *ndev);
+
+/* rxmem.c: the memory the peer writes, flat or windowed */
+extern bool ntrdma_force_windowed;
+int ntrdma_rxmem_init(struct ntrdma_dev *ndev);
+void ntrdma_rxmem_flat_chosen(struct ntrdma_dev *ndev);
+int ntrdma_window_setup(struct ntrdma_dev *ndev);
+int ntrdma_window_trans(struct ntrdma_dev *ndev);
+void ntrdma_rxmem_fini(struct ntrdma_dev *ndev, bool peer_quiet);
 
 /* fault.c: the selftests' fault injection (CONFIG_NTRDMA_TEST_HOOKS) */
 #ifdef NTRDMA_TEST_HOOKS

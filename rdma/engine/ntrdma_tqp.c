@@ -931,16 +931,19 @@ out:
 	return rc;
 }
 
-/* Every piece lies in the flat window (sums overflow-checked). */
+/*
+ * Every piece lies in what the window reaches of the peer's memory (none
+ * in windowed mode; sums overflow-checked).
+ */
 static bool tqp_pieces_reach(struct ntrdma_tqp *tqp,
 			     const struct ntrdma_tqp_piece *pc, int n)
 {
-	u64 end;
+	u64 end, reach = ntrdma_dev_peer_reach(tqp->ndev);
 	int i;
 
 	for (i = 0; i < n; i++)
 		if (check_add_overflow(pc[i].dst, (u64)pc[i].len, &end) ||
-		    end > tqp->ndev->flat_size ||
+		    end > reach ||
 		    pc[i].off + pc[i].len > PAGE_SIZE)
 			return false;
 	return true;
