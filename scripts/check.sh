@@ -70,9 +70,9 @@ else
 fi
 
 # Test-bed runs, NAME:FLAT:TESTS[:TCG[:TESTBED OPTIONS]].
-# Stock NTB clients expect two small windows (no flat window); NTRDMA needs
-# the flat window (on the stock run's NTB it must refuse, clearly): one
-# test-bed run each, in both topologies.
+# Stock NTB clients expect two small windows (no flat window); NTRDMA runs
+# in windowed mode there and in flat mode on the flat window: one test-bed
+# run each, in both topologies.
 STOCK="stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh,ntrdma_windowed_test.sh"
 NTR="ntrdma:1:ntb_hw_probe_test.sh,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh,ntrdma_verbs_loss_test.sh,ntrdma_kverbs_test.sh,ntrdma_nvmeof_test.sh,ntrdma_pyverbs_test.sh,ntrdma_fault_test.sh"
 # The soak's short form (8 cycles) in guests whose vCPUs share one TCG
@@ -84,7 +84,10 @@ SOAK="soak:1:ntrdma_soak_test.sh:single"
 DEB="deb:1:ntrdma_deb_test.sh::--no-modules"
 # In the loop topology the tools test runs in the deb run (on the packages).
 NTR_LOOP=${NTR/ntrdma_tools_test.sh,/}
-RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$STOCK $NTR_LOOP $SOAK $DEB"}}
+# In the loop topology the stock run (no flat window) also runs ntrdma's net
+# test and verbs suite in windowed mode.
+STOCK_LOOP=$STOCK,ntrdma_net_test.sh,ntrdma_ib_test.sh
+RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$STOCK_LOOP $NTR_LOOP $SOAK $DEB"}}
 RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$STOCK $NTR $SOAK"}}
 for topo in $TOPOS; do
 runs_var=RUNS_$topo

@@ -7,7 +7,7 @@
 # driver goes, PORT_ACTIVE when it comes back), the verbs conformance suite
 # (GoogleTest, rdma/tests/verbs) passes, and the module unloads while a
 # verbs program holds the device open.
-# Needs an NTB with a flat window (test bed: --flat 1).
+# Runs in flat mode (test bed: --flat 1) and in windowed mode (--flat 0).
 #
 # Environment: VERBS_FILTER (a gtest filter: run only those tests of the
 # suite, e.g. 'UserFuzz.*' with NTRDMA_USER_FUZZ_SECS=900 for `make fuzz`).
