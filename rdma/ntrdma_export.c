@@ -45,7 +45,6 @@ struct ntrdma_export {
 	struct work_struct qp_work;
 	struct work_struct up_work;	/* a session came up */
 	wait_queue_head_t up_wq;	/* woken when one did */
-	unsigned long ended_at;		/* jiffies: the last session's end */
 };
 
 struct export_qp_msg {
@@ -254,12 +253,15 @@ static bool export_peer_left(struct ntrdma_ib *nib, u32 session)
 static void export_wait_peer_left(struct ntrdma_ib *nib, u32 session)
 {
 	struct ntrdma_export *exp = nib->exp;
-	unsigned long until = READ_ONCE(exp->ended_at) +
-			      ntrdma_link_leave_timeout(nib->ndev);
-	long left = (long)(until - jiffies);
+	unsigned long until;
+	long left;
 
-	if (session && left > 0 &&
-	    session != ntrdma_link_session(nib->ndev))
+	if (!session || session == ntrdma_link_session(nib->ndev))
+		return;
+	until = ntrdma_link_ended_at(nib->ndev) +
+		ntrdma_link_leave_timeout(nib->ndev);
+	left = (long)(until - jiffies);
+	if (left > 0)
 		wait_event_killable_timeout(exp->up_wq,
 					    export_peer_left(nib, session),
 					    left);
@@ -446,15 +448,6 @@ void ntrdma_export_link_up(struct ntrdma_ib *nib)
 {
 	queue_work(nib->exp->wq, &nib->exp->up_work);
 	wake_up_all(&nib->exp->up_wq);
-}
-
-/**
- * ntrdma_export_link_down() - the session ended (any context)
- * @nib: the verbs device
- */
-void ntrdma_export_link_down(struct ntrdma_ib *nib)
-{
-	WRITE_ONCE(nib->exp->ended_at, jiffies);
 }
 
 /**

@@ -579,7 +579,6 @@ static void ntrdma_ib_link_down(void *priv)
 	struct ntrdma_ib *nib = priv;
 
 	ntrdma_ib_port_event(nib, IB_EVENT_PORT_ERR);
-	ntrdma_export_link_down(nib);
 	/* Sends in flight complete before the QPs are flushed. */
 	ntrdma_vx_stop(nib);
 	ntrdma_rmr_clear(nib);	/* no placement runs: the TQP stopped */

@@ -490,7 +490,6 @@ void ntrdma_export_qp(struct ntrdma_qp *qp, bool up);
 void ntrdma_export_qp_init(struct ntrdma_qp *qp);
 void ntrdma_export_qp_failed(struct ntrdma_qp *qp);
 void ntrdma_export_link_up(struct ntrdma_ib *nib);
-void ntrdma_export_link_down(struct ntrdma_ib *nib);
 
 /* ntrdma_req.c: requester */
 void ntrdma_req_reset(struct ntrdma_qp *qp);

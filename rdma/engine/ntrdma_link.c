@@ -47,6 +47,22 @@ static unsigned long ntrdma_hb_timeout(void)
 }
 
 /**
+ * ntrdma_link_ended_at() - when the last session ended
+ * @ndev: the device
+ *
+ * Any context. Valid once ntrdma_link_session() no longer returns that
+ * session (the time is set before the state changes), even before the
+ * faces' link_down callbacks ran.
+ *
+ * Return: jiffies at the end of the last session (0 before any).
+ */
+unsigned long ntrdma_link_ended_at(struct ntrdma_dev *ndev)
+{
+	smp_rmb(); /* pairs with ntrdma_leave_up() */
+	return READ_ONCE(ndev->ended_at);
+}
+
+/**
  * ntrdma_link_leave_timeout() - how long a live peer may go on in a session
  * @ndev: the device
  *
@@ -266,6 +282,8 @@ static void ntrdma_leave_up(struct ntrdma_dev *ndev, const char *why)
 	lockdep_assert_held(&ndev->link_lock);
 	if (ndev->state != NTRDMA_LINK_UP)
 		return;
+	WRITE_ONCE(ndev->ended_at, jiffies);
+	smp_wmb(); /* the end's time before the state that tells of it */
 	WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
 	del_timer_sync(&ndev->hb_timer);
 	atomic64_inc(&ndev->stats.link_down_events);

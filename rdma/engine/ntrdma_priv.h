@@ -196,6 +196,7 @@ struct ntrdma_dev {
 	u32 epoch;			/* ours, this session */
 	u32 peer_epoch;			/* accepted peer session, 0 if none */
 	u32 session;			/* sessions up so far (1, 2, ...) */
+	unsigned long ended_at;		/* jiffies: the last session's end */
 	u32 hb_seq;			/* our heartbeat counter */
 	u32 hb_seen;			/* last peer heartbeat seen */
 	unsigned long hb_seen_at;	/* jiffies */
