@@ -23,20 +23,24 @@ bool DirectPlacementOn() {
     return c == 'Y' || c == '1';
 }
 
-// Windowed mode (an NTB whose window cannot map the peer's RAM): nothing
-// is placed directly. Seen in debugfs (root); false when unreadable.
-bool WindowedMode() {
+// The first of ntrdma's debugfs directories whose info has the line @line,
+// or "" (none, or debugfs unreadable: not root).
+std::string InfoDirWith(const std::string& line) {
     std::error_code ec;
     for (const auto& d : std::filesystem::directory_iterator("/sys/kernel/debug/ntrdma", ec)) {
         std::ifstream f(d.path() / "info");
-        for (std::string line; std::getline(f, line);) {
-            if (line == "mode: windowed") {
-                return true;
+        for (std::string l; std::getline(f, l);) {
+            if (l == line) {
+                return d.path().string();
             }
         }
     }
-    return false;
+    return "";
 }
+
+// Windowed mode (an NTB whose window cannot map the peer's RAM): nothing
+// is placed directly.
+bool WindowedMode() { return !InfoDirWith("mode: windowed").empty(); }
 
 class Placement : public DataPath {
   protected:
@@ -350,21 +354,10 @@ namespace {
 // The engine's debugfs directory of ib device @ibdev (the one whose info
 // names its NTB device), or "".
 std::string DebugfsDir(const std::string& ibdev) {
-    namespace fs = std::filesystem;
     std::error_code ec;
-    const fs::path ntb = fs::read_symlink("/sys/class/infiniband/" + ibdev + "/device", ec);
-    if (ec) {
-        return "";
-    }
-    for (const auto& d : fs::directory_iterator("/sys/kernel/debug/ntrdma", ec)) {
-        std::ifstream f(d.path() / "info");
-        for (std::string line; std::getline(f, line);) {
-            if (line == "ntb: " + ntb.filename().string()) {
-                return d.path().string();
-            }
-        }
-    }
-    return "";
+    const std::filesystem::path ntb =
+        std::filesystem::read_symlink("/sys/class/infiniband/" + ibdev + "/device", ec);
+    return ec ? "" : InfoDirWith("ntb: " + ntb.filename().string());
 }
 
 // A numeric field of debugfs info, or -1.
