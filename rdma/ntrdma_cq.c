@@ -16,8 +16,9 @@
 
 #include "ntrdma_ib.h"
 
-int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
-		     struct ib_udata *udata)
+static int ntrdma_cq_create(struct ib_cq *ibcq,
+			    const struct ib_cq_init_attr *attr,
+			    struct ib_udata *udata)
 {
 	struct ntrdma_ib *nib = to_nib(ibcq->device);
 	struct ntrdma_cq *cq = to_ncq(ibcq);
@@ -70,6 +71,25 @@ err_ring:
 	ntrdma_ring_free(&cq->ring);
 	return rc;
 }
+
+/*
+ * The core's entry point: since 6.11 it passes the uverbs attribute bundle
+ * (NULL from kernel verbs) instead of the udata; Kbuild finds which one the
+ * headers declare (NTRDMA_CQ_ATTRS).
+ */
+#ifdef NTRDMA_CQ_ATTRS
+int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		     struct uverbs_attr_bundle *attrs)
+{
+	return ntrdma_cq_create(ibcq, attr, attrs ? &attrs->driver_udata : NULL);
+}
+#else
+int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		     struct ib_udata *udata)
+{
+	return ntrdma_cq_create(ibcq, attr, udata);
+}
+#endif
 
 int ntrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {

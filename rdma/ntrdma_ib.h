@@ -577,8 +577,14 @@ struct ntrdma_mr *ntrdma_mw_target(struct ntrdma_mr *win, struct ntrdma_qp *qp,
 				   int access, u64 addr, u64 len);
 
 /* ntrdma_cq.c */
+#ifdef NTRDMA_CQ_ATTRS
+struct uverbs_attr_bundle;
+int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
+		     struct uverbs_attr_bundle *attrs);
+#else
 int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		     struct ib_udata *udata);
+#endif
 int ntrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int ntrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
 int ntrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);

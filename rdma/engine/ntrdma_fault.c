@@ -254,7 +254,6 @@ static const struct file_operations fault_fops = {
 	.owner	= THIS_MODULE,
 	.open	= simple_open,
 	.write	= fault_write,
-	.llseek	= no_llseek,
 };
 
 void ntrdma_fault_debugfs_add(struct ntrdma_dev *ndev)
