@@ -56,10 +56,11 @@ module_param(rx_copybreak, uint, 0644);
 MODULE_PARM_DESC(rx_copybreak,
 		 "Frames up to this size are copied into a small skb and their buffer reposted (default 256, 0: never)");
 
+/* rb.va: flat mode the skb head (rb.dma maps it past the headroom),
+ * windowed mode the piece of the window; rb.rb.addr: what the peer is told.
+ */
 struct ntr_rx_buf {
-	void *data;		/* flat: the skb head; windowed: the piece */
-	dma_addr_t dma;		/* flat: the mapping of data + headroom */
-	u64 addr;		/* what the peer is told */
+	struct ntrdma_rxbuf rb;
 	bool guarded;		/* test builds: canary bytes around it */
 };
 
@@ -104,6 +105,10 @@ struct ntr_queue {
 	 */
 	struct ntr_rx_buf quar[NTR_RING];
 	u32 quar_count;
+	/* buffers allocated and not freed (posted or quarantined); windowed
+	 * mode keeps it under rx_bufs (flat mode hands some to skbs: unused)
+	 */
+	u32 rx_owned;
 
 	/* a refill came up short: NAPI retries it when the timer fires */
 	bool refill_due;
@@ -143,15 +148,16 @@ static void ntr_flat_free(struct ntr_queue *q, struct ntr_rx_buf *b)
 {
 	struct ntrdma_net *net = q->net;
 
-	dma_unmap_single(ntrdma_dev_dma_device(net->ndev), b->dma, net->rx_buf_len,
+	dma_unmap_single(ntrdma_dev_dma_device(net->ndev), b->rb.dma, net->rx_buf_len,
 			 DMA_FROM_DEVICE);
-	kfree(b->data);
+	kfree(b->rb.va);
 }
 
 static void ntr_free_buf(struct ntr_queue *q, struct ntr_rx_buf *b)
 {
 	q->net->rx_ops->free(q, b);
-	b->data = NULL;
+	b->rb.va = NULL;
+	q->rx_owned--;
 }
 
 /* Test builds: the bytes of a buffer the peer may not write (its headroom
@@ -174,8 +180,8 @@ static void ntr_guard_check(struct ntrdma_net *net, struct ntr_rx_buf *b)
 	if (!b->guarded)
 		return;
 	b->guarded = false;
-	ntrdma_canary_check(net->ndev, b->data, NTR_HEADROOM);
-	ntrdma_canary_check(net->ndev, (u8 *)b->data + end,
+	ntrdma_canary_check(net->ndev, b->rb.va, NTR_HEADROOM);
+	ntrdma_canary_check(net->ndev, (u8 *)b->rb.va + end,
 			    net->rx_alloc_len - end);
 }
 
@@ -185,17 +191,17 @@ static int ntr_flat_alloc(struct ntr_queue *q, struct ntr_rx_buf *b,
 	struct ntrdma_net *net = q->net;
 	struct device *dev = ntrdma_dev_dma_device(net->ndev);
 
-	b->data = kmalloc(net->rx_alloc_len, gfp);
-	if (!b->data)
+	b->rb.va = kmalloc(net->rx_alloc_len, gfp);
+	if (!b->rb.va)
 		return -ENOMEM;
-	b->guarded = ntr_guard_fill(net, b->data);
-	b->dma = dma_map_single(dev, (u8 *)b->data + NTR_HEADROOM,
-				net->rx_buf_len, DMA_FROM_DEVICE);
-	if (dma_mapping_error(dev, b->dma)) {
-		kfree(b->data);
+	b->guarded = ntr_guard_fill(net, b->rb.va);
+	b->rb.dma = dma_map_single(dev, (u8 *)b->rb.va + NTR_HEADROOM,
+				   net->rx_buf_len, DMA_FROM_DEVICE);
+	if (dma_mapping_error(dev, b->rb.dma)) {
+		kfree(b->rb.va);
 		return -EIO;
 	}
-	b->addr = b->dma;
+	b->rb.addr = b->rb.dma;
 	return 0;
 }
 
@@ -211,7 +217,8 @@ static int ntr_post_one(struct ntr_queue *q, gfp_t gfp)
 	rc = net->rx_ops->alloc(q, &b, gfp);
 	if (rc)
 		return rc;
-	rc = ntrdma_tqp_post_recv(q->tqp, b.addr, net->rx_buf_len, &pos);
+	q->rx_owned++;
+	rc = ntrdma_tqp_post_recv(q->tqp, b.rb.addr, net->rx_buf_len, &pos);
 	if (rc) {
 		ntr_free_buf(q, &b);
 		return rc;
@@ -228,12 +235,12 @@ static void ntr_quarantine_rx(struct ntr_queue *q)
 
 	for (i = 0; i < NTR_RING; i++) {
 		b = &q->rx[i];
-		if (!b->data)
+		if (!b->rb.va)
 			continue;
 		if (WARN_ON_ONCE(q->quar_count >= NTR_RING))
 			break;
 		q->quar[q->quar_count++] = *b;
-		b->data = NULL;
+		b->rb.va = NULL;
 	}
 }
 
@@ -253,16 +260,10 @@ static void ntr_free_quarantine(struct ntr_queue *q)
  * and with every buffer used none would come. So a short refill is retried
  * from NAPI, scheduled by a timer (NTR_REFILL_RETRY_MS), until it is whole.
  */
-/* Fewer than rx_bufs buffers posted (windowed mode posts fewer than a ring). */
+/* Windowed mode: fewer buffers than a ring (rx_bufs) are the queue's. */
 static bool ntr_rx_room(struct ntr_queue *q)
 {
-	u32 i, n = 0;
-
-	if (q->net->rx_bufs >= NTR_RING)
-		return true;
-	for (i = 0; i < NTR_RING; i++)
-		n += !!q->rx[i].data;
-	return n < q->net->rx_bufs;
+	return q->net->rx_bufs >= NTR_RING || q->rx_owned < q->net->rx_bufs;
 }
 
 static void ntr_refill(struct ntr_queue *q, gfp_t gfp)
@@ -295,9 +296,9 @@ static void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
 	struct ntr_rx_buf keep = *b;
 	u32 pos;
 
-	b->data = NULL;
-	keep.guarded = ntr_guard_fill(q->net, keep.data);
-	if (ntrdma_tqp_post_recv(q->tqp, keep.addr, q->net->rx_buf_len, &pos)) {
+	b->rb.va = NULL;
+	keep.guarded = ntr_guard_fill(q->net, keep.rb.va);
+	if (ntrdma_tqp_post_recv(q->tqp, keep.rb.addr, q->net->rx_buf_len, &pos)) {
 		ntr_free_buf(q, &keep);
 		return;
 	}
@@ -320,23 +321,23 @@ static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 	if (c->len <= READ_ONCE(rx_copybreak)) {
 		skb = napi_alloc_skb(&q->napi, c->len);
 		if (skb) {
-			dma_sync_single_for_cpu(dev, b->dma, c->len,
+			dma_sync_single_for_cpu(dev, b->rb.dma, c->len,
 						DMA_FROM_DEVICE);
-			skb_put_data(skb, (u8 *)b->data + NTR_HEADROOM, c->len);
-			dma_sync_single_for_device(dev, b->dma, c->len,
+			skb_put_data(skb, (u8 *)b->rb.va + NTR_HEADROOM, c->len);
+			dma_sync_single_for_device(dev, b->rb.dma, c->len,
 						   DMA_FROM_DEVICE);
 			ntr_repost(q, b);
 			return skb;
 		}
 	}
-	dma_unmap_single(dev, b->dma, q->net->rx_buf_len, DMA_FROM_DEVICE);
-	skb = build_skb(b->data, 0);
+	dma_unmap_single(dev, b->rb.dma, q->net->rx_buf_len, DMA_FROM_DEVICE);
+	skb = build_skb(b->rb.va, 0);
 	if (!skb) {
-		kfree(b->data);
-		b->data = NULL;
+		kfree(b->rb.va);
+		b->rb.va = NULL;
 		return NULL;
 	}
-	b->data = NULL;
+	b->rb.va = NULL;
 	skb_reserve(skb, NTR_HEADROOM);
 	skb_put(skb, c->len);
 	return skb;
@@ -353,25 +354,14 @@ static const struct ntr_rx_ops ntr_rx_flat = {
 static int ntr_window_alloc(struct ntr_queue *q, struct ntr_rx_buf *b,
 			    gfp_t gfp)
 {
-	struct ntrdma_rxbuf rb;
-	int rc;
-
-	rc = ntrdma_rxbuf_alloc(q->net->ndev, &rb, q->net->rx_buf_len, gfp);
-	if (rc)
-		return rc;
-	b->data = rb.va;
-	b->addr = rb.addr;
 	b->guarded = false;
-	return 0;
+	return ntrdma_rxbuf_alloc(q->net->ndev, &b->rb, q->net->rx_buf_len,
+				  gfp);
 }
 
 static void ntr_window_free(struct ntr_queue *q, struct ntr_rx_buf *b)
 {
-	struct ntrdma_rxbuf rb = {
-		.va = b->data, .addr = b->addr, .len = q->net->rx_buf_len,
-	};
-
-	ntrdma_rxbuf_free(q->net->ndev, &rb);
+	ntrdma_rxbuf_free(q->net->ndev, &b->rb);
 }
 
 /* Every frame is copied out (as ntb_netdev does), its piece posted again. */
@@ -379,12 +369,11 @@ static struct sk_buff *ntr_window_skb(struct ntr_queue *q,
 				      const struct ntrdma_tqp_rcomp *c,
 				      struct ntr_rx_buf *b)
 {
-	struct ntrdma_rxbuf rb = { .va = b->data, .addr = b->addr };
 	struct sk_buff *skb = napi_alloc_skb(&q->napi, c->len);
 
 	if (skb) {
-		ntrdma_rxbuf_for_cpu(q->net->ndev, &rb, c->len);
-		skb_put_data(skb, b->data, c->len);
+		ntrdma_rxbuf_for_cpu(q->net->ndev, &b->rb, c->len);
+		skb_put_data(skb, b->rb.va, c->len);
 	}
 	ntr_repost(q, b);
 	return skb;
@@ -493,7 +482,7 @@ static int ntr_poll(struct napi_struct *napi, int budget)
 		}
 		b = &q->rx[ntrdma_ring_idx(c.pos, NTR_RING)];
 		done++;
-		if (WARN_ON_ONCE(!b->data))
+		if (WARN_ON_ONCE(!b->rb.va))
 			continue;
 		ntr_guard_check(q->net, b);
 		if (!netif_running(q->net->netdev)) {
