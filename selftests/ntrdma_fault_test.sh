@@ -168,14 +168,7 @@ ktap_check "wrong event index on the verbs TQP: ibv_rc_pingpong completes ($rc),
 # server's). A run the tool itself failed (its clock, lib/verbs.sh) is tried
 # again on the next port (3 tries); a failure says both ends' last lines.
 perf_bw() {
-	local try port=$2
-	for try in 1 2 3; do
-		perf_bw_once "$1" "$port"
-		perftest_clock_failed "$(cat /tmp/pb_cli.log; peer 'cat /tmp/pb_srv.log')" || break
-		ktap_diag "$1: perftest could not calibrate its clock (the tool's failure): try $((try + 1))"
-		port=$((port + 10))
-	done
-	[ $rc = 0 ] && [ $src = 0 ] && return
+	perftest_retry perf_bw_once /tmp/pb_cli.log /tmp/pb_srv.log "$1" "$2" && return
 	ktap_diag "$1: client exit $rc: $(tail -2 /tmp/pb_cli.log | tr '\n' ' ')"
 	ktap_diag "$1: server exit $src: $(peer 'tail -2 /tmp/pb_srv.log' | tr '\n' ' ')"
 }
@@ -187,6 +180,7 @@ perf_bw_once() {
 	rc=$?
 	wait $srv
 	src=$?
+	[ $rc = 0 ] && [ $src = 0 ]
 }
 
 # 7: the DMA channel refusing every 3rd copy (a full ring): the sender

@@ -92,3 +92,18 @@ perf_figure() {
 perftest_clock_failed() {
 	grep -q "Can't produce a report" <<<"$1"
 }
+
+# perftest_retry ONCE CLI_LOG SRV_LOG TOOL PORT: "ONCE TOOL PORT" (0 when
+# both ends succeeded; the client's output in CLI_LOG, the server's in
+# SRV_LOG on the peer's host), tried again on PORT+10, PORT+20 only when
+# perftest's clock failed (3 tries), said in a diag.
+perftest_retry() {
+	local once=$1 cli=$2 srv=$3 tool=$4 port=$5 try
+	for try in 1 2 3; do
+		"$once" "$tool" "$port" && return 0
+		perftest_clock_failed "$(cat "$cli"; peer "cat $srv")" || return 1
+		ktap_diag "$tool: perftest could not calibrate its clock (the tool's failure): try $((try + 1))"
+		port=$((port + 10))
+	done
+	return 1
+}
