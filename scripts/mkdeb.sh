@@ -81,10 +81,14 @@ build_provider() {
 	rm -rf "$stage"
 	mkdir -p "$stage/DEBIAN"
 	DESTDIR=$stage cmake --install "$ROOT/build/user" --component provider >/dev/null
-	[ -f "$stage/usr/lib/$MULTIARCH/libibverbs/libntrdma-rdmav34.so" ] ||
+	[ -n "$(ls "$stage/usr/lib/$MULTIARCH/libibverbs/"libntrdma-rdmav*.so 2>/dev/null)" ] ||
 		{ echo "mkdeb: no provider in build/user (make user first)" >&2; return 1; }
-	# rdma-core's private provider ABI 34 is rdma-core 44's.
-	control libntrdma1 "$ARCH" "libibverbs1 (>= 44), libibverbs1 (<< 45), libc6" libs \
+	# The provider is built for one rdma-core release (its libibverbs'
+	# structure layouts), whatever the private ABI number says.
+	local rel
+	# shellcheck disable=SC2016 # dpkg-query's ${Field}, not the shell's
+	rel=$(dpkg-query -W -f='${Version}' libibverbs1 | sed 's/^[0-9]*://; s/[.~-].*//')
+	control libntrdma1 "$ARCH" "libibverbs1 (>= $rel), libibverbs1 (<< $((rel + 1))), libc6" libs \
 		"NTRDMA provider for libibverbs" \
 		"The rdma-core user-space driver of ntrdma's InfiniBand verbs devices." \
 		>"$stage/DEBIAN/control"

@@ -6,7 +6,8 @@
  * calls, post_send writes WQEs into the mapped SQ and enters the kernel only
  * to ring the doorbell, req_notify_cq sets the CQ's arm word.
  *
- * Everything specific to one rdma-core release is in ntrdma_private_abi34.h.
+ * Everything specific to one rdma-core release is in ntrdma_private_abi<PABI>.h
+ * (the PABI of the libibverbs built against: CMakeLists.txt).
  */
 #include <errno.h>
 #include <pthread.h>

@@ -9,7 +9,11 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "ntrdma_private_abi34.h"
+/* ntrdma_private_abi<PABI>.h: CMakeLists.txt names the libibverbs' one. */
+#ifndef NTR_PRIVATE_ABI_H
+#error "NTR_PRIVATE_ABI_H is not set: build the provider with rdma/provider/CMakeLists.txt"
+#endif
+#include NTR_PRIVATE_ABI_H
 #include "../ntrdma_abi.h"
 
 #define NTR_CMD(name, kcmd, drv)                                               \

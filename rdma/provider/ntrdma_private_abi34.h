@@ -1,17 +1,32 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The private provider interface of libibverbs, rdma-core 44 (IBVERBS_PRIVATE_34):
- * our own declarations of exactly what the ntrdma provider uses.
+ * The private provider interface of libibverbs, rdma-core 44 to 56
+ * (IBVERBS_PRIVATE_34): our own declarations of exactly what the ntrdma
+ * provider uses.
  *
  * rdma-core does not install its provider header (libibverbs/driver.h), and
- * this interface changes with every rdma-core release: a provider is built
- * for one release. Everything release-specific lives in this file, so moving
- * to another rdma-core means checking these declarations against that
- * release's libibverbs/driver.h and kern-abi.h (and renaming this file with
- * the new PABI number); nothing else in the provider should need to change.
+ * this interface may change with any rdma-core release: a provider is built
+ * for the releases its header was checked against. Everything
+ * release-specific lives in this file, so moving to another rdma-core means
+ * checking these declarations against that release's libibverbs/driver.h
+ * and kern-abi.h: a release with the same PABI widens NTR_RDMA_CORE_FIRST/
+ * LAST below, a new PABI gets its own ntrdma_private_abi<PABI>.h (CMakeLists.txt
+ * picks the header by the IBVERBS_PRIVATE_<PABI> the library defines);
+ * nothing else in the provider should need to change.
  *
  * Layouts below were written from the rdma-core 44.0 sources (struct and
- * member order matter: libibverbs reads these structures).
+ * member order matter: libibverbs reads these structures) and checked
+ * against 56.0 (Debian 13 has 56.1, still IBVERBS_PRIVATE_34 and
+ * lib<name>-rdmav34.so): driver.h and kern-abi.h did not change in anything
+ * declared here. 56 only added ibv_cmd_create_cq_ex2(), a driver-data
+ * argument to ibv_cmd_reg_dmabuf_mr() (neither used here), ibv_wr_opcode_str()
+ * and a new name for PROVIDER_DRIVER()'s constructor. Its public verbs.h grew
+ * (ibv_qp_ex.wr_flush at the end, ibv_port_attr.active_speed_ex, FLUSH
+ * opcodes and flags); those layouts come from the installed verbs.h, so a
+ * provider binary still belongs to the release it was built against: built
+ * on 44, verbs_qp.comp_mask sits at 352 bytes, on 56 at 360, under the same
+ * PABI and file name. rdma-core 57 moved to IBVERBS_PRIVATE_57; 34.x and
+ * 35.x, also PRIVATE_34, had fewer context operations.
  */
 #ifndef NTRDMA_PRIVATE_ABI34_H
 #define NTRDMA_PRIVATE_ABI34_H
@@ -33,6 +48,9 @@
 
 /* The provider ABI number: also the suffix of verbs_register_driver_NN. */
 #define NTR_IBVERBS_PABI_VERSION 34
+/* The rdma-core releases this file was checked against (CMakeLists.txt). */
+#define NTR_RDMA_CORE_FIRST 44
+#define NTR_RDMA_CORE_LAST 56
 
 /* ---- device matching and the device object (driver.h) ---- */
 
@@ -255,7 +273,7 @@ struct verbs_context_ops {
 };
 
 _Static_assert(sizeof(struct verbs_context_ops) == 76 * sizeof(void *),
-	       "rdma-core 44 has 76 context operations");
+	       "rdma-core 44 to 56 have 76 context operations");
 
 /* ---- command buffers (kern-abi.h): header + kernel payload ---- */
 
