@@ -3,7 +3,9 @@
 # NTRDMA top-level build.
 #   make            install missing Debian packages, build every kernel and
 #                   userspace part
-#   make check      the test suite (unit tests + selftests in both topologies)
+#   make check      the test suite (unit tests + selftests in both topologies,
+#                   a subset on Debian 13's 6.12 kernel)
+#   make check-6.12 the whole test suite on Debian 13's 6.12 kernel
 #   make demo       the main job on the emulated default (two hosts)
 #   make lint       checkpatch --strict and sparse on the kernel code
 #   make bench      measurements beside the alternatives, both topologies
@@ -35,7 +37,7 @@ KCONFIG := CONFIG_NTB_HW_IVSHMEM=m CONFIG_NTRDMA=m CONFIG_NTRDMA_VERBS=$(VERBS) 
 KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
 	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
 
-.PHONY: all deps kernel-ext modules user check unit selftests demo lint \
+.PHONY: all deps kernel-ext modules user check check-6.12 unit selftests demo lint \
 	sparse checkpatch clean bench install fuzz soak deb dkms-modules
 
 all: modules user
@@ -56,6 +58,11 @@ user: deps
 
 check: all
 	@$(ROOT)/scripts/check.sh
+
+# make check with every test-bed run on Debian 13's kernel (6.12, from
+# bookworm-backports; scripts/kernel-6.12.sh installs and builds for it).
+check-6.12: all
+	@CHECK_K612=all $(ROOT)/scripts/check.sh
 
 unit: user
 	cd $(USERBUILD) && ctest --output-on-failure

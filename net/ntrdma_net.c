@@ -311,6 +311,18 @@ static void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
  * buffer charges a socket 64 KiB per datagram (truesize), so small-datagram
  * streams would overflow receive buffers long before they fill with data.
  */
+/* The flat receive buffer is kmalloc()ed: since 6.3 such a head is built
+ * with slab_build_skb() (build_skb(va, 0) warns there); Kbuild finds which.
+ */
+static struct sk_buff *ntr_build_slab_skb(void *va)
+{
+#ifdef NTRDMA_SLAB_BUILD_SKB
+	return slab_build_skb(va);
+#else
+	return build_skb(va, 0);
+#endif
+}
+
 static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 				    const struct ntrdma_tqp_rcomp *c,
 				    struct ntr_rx_buf *b)
@@ -331,7 +343,7 @@ static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 		}
 	}
 	dma_unmap_single(dev, b->rb.dma, q->net->rx_buf_len, DMA_FROM_DEVICE);
-	skb = build_skb(b->rb.va, 0);
+	skb = ntr_build_slab_skb(b->rb.va);
 	if (!skb) {
 		kfree(b->rb.va);
 		b->rb.va = NULL;

@@ -45,8 +45,9 @@ if [ "${KEXT_CORE_ONLY:-0}" = 1 ] && [ -f "$ROOT/ntb-core/core.c" ] &&
 fi
 [ -n "$SRC_TAR" ] || { echo "build-kernel-ext: no /usr/src/linux-source-*.tar.xz (install linux-source-$kmm)" >&2; exit 1; }
 
+# The stamp names the tarball: another kernel's sources are extracted anew.
 stamp=$LSRC/.extracted
-if [ ! -f "$stamp" ] || [ "$SRC_TAR" -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ "$SRC_TAR" -nt "$stamp" ] || [ "$(cat "$stamp")" != "$SRC_TAR" ]; then
 	rm -rf "$LSRC"
 	mkdir -p "$LSRC"
 	top=$(basename "$SRC_TAR" .tar.xz)
@@ -57,7 +58,7 @@ if [ ! -f "$stamp" ] || [ "$SRC_TAR" -nt "$stamp" ]; then
 		"$top/tools/testing/selftests/kselftest.h" \
 		"$top/scripts/checkpatch.pl" "$top/scripts/spelling.txt" \
 		"$top/scripts/const_structs.checkpatch"
-	touch "$stamp"
+	echo "$SRC_TAR" >"$stamp"
 fi
 
 [ "${KEXT_CORE_ONLY:-0}" = 1 ] && build_core "$LSRC/drivers/ntb/core.c" "$(basename "$SRC_TAR")"

@@ -33,6 +33,12 @@ Options:
   --mem SIZE         RAM per guest (QEMU size: 1G, 1536M...). Default 1G.
   --flat 0|1         fn3 flat window onto the peer's RAM. Default 1.
   --no-modules       do not insmod ntb.ko / ntb_hw_ivshmem.ko.
+  --kver KVER        boot the installed kernel KVER (default: KVER from the
+                     environment, else what scripts/kver.sh prints).
+  --ko-root DIR      load the modules built in DIR (its build/kernel/*.ko,
+                     ntb_hw/ntb_hw_ivshmem.ko and *.ko), e.g. the build for
+                     another kernel (scripts/kernel-6.12.sh build). Default:
+                     this tree.
   --hw-params "..."  module parameters for ntb_hw_ivshmem.ko.
   -v, --verbose      also copy guest a's console to stderr.
   -h, --help         this text.
@@ -51,14 +57,15 @@ In guest a: $NTRDMA_ROOT, $NTRDMA_TOPO, $NTRDMA_ROLE (a|b), $NTRDMA_OUT
   ssh [OPTS] HOST CMD...   ssh shim forwarding to remote (bash -c).
   testbed-ctl kill-peer|start-peer|poweroff-peer|peer-status|wait-peer
 
-Environment: KVER (6.1.0-56-amd64), NTRDMA_KERNEL (/boot/vmlinuz-$KVER),
-NTRDMA_KBUILD (build/kernel), NTRDMA_HW_KO (ntb_hw/ntb_hw_ivshmem.ko),
+Environment: KVER (scripts/kver.sh), NTRDMA_KERNEL (/boot/vmlinuz-$KVER),
+NTRDMA_KBUILD (KO_ROOT/build/kernel), NTRDMA_HW_KO (KO_ROOT/ntb_hw/ntb_hw_ivshmem.ko),
 NTRDMA_IVSHMEM_SERVER (build/user/ntb_hw/ivshmem_server/ntb-ivshmem-server),
 QEMU (qemu-system-x86_64), NTRDMA_PEER_WAIT (180: seconds guest a waits for b),
 Debug knobs: TESTBED_NO_SERVER=1 (fn0 becomes ivshmem-plain, no server, no
 doorbells), TESTBED_BZIMAGE=1 (boot the compressed bzImage instead of the
 cached extracted vmlinux, ~2.5 s slower), TESTBED_BIOS=FILE (e.g. qboot.rom),
-TESTBED_TCG_THREAD=single|multi (QEMU's TCG threading; default: QEMU's, multi).
+TESTBED_TCG_THREAD=single|multi (QEMU's TCG threading; default: QEMU's, multi),
+TESTBED_KERNEL_ARGS="..." (more guest kernel parameters, e.g. slub_debug=FZPU).
 
 Files: OUT/console-a.log, console-b.log (console-b.N.log for the N-th guest b
 of a run), dmesg-a.log, b/dmesg-b.N.log (at clean power-off), stdout.log,
@@ -75,10 +82,8 @@ say() { echo "testbed: $*" >&2; }
 
 # --- paths and defaults ---------------------------------------------------
 NTRDMA_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-KVER=${KVER:-6.1.0-56-amd64}
-NTRDMA_KERNEL=${NTRDMA_KERNEL:-/boot/vmlinuz-$KVER}
-NTRDMA_KBUILD=${NTRDMA_KBUILD:-$NTRDMA_ROOT/build/kernel}
-NTRDMA_HW_KO=${NTRDMA_HW_KO:-$NTRDMA_ROOT/ntb_hw/ntb_hw_ivshmem.ko}
+KVER=${KVER:-}
+KO_ROOT=$NTRDMA_ROOT
 NTRDMA_IVSHMEM_SERVER=${NTRDMA_IVSHMEM_SERVER:-$NTRDMA_ROOT/build/user/ntb_hw/ivshmem_server/ntb-ivshmem-server}
 NTRDMA_PEER_WAIT=${NTRDMA_PEER_WAIT:-180}
 QEMU=${QEMU:-qemu-system-x86_64}
@@ -103,6 +108,8 @@ while [ $# -gt 0 ]; do
 	--mem) MEM=${2:?--mem needs a value}; shift 2 ;;
 	--flat) FLAT=${2:?--flat needs a value}; shift 2 ;;
 	--no-modules) MODULES=0; shift ;;
+	--kver) KVER=${2:?--kver needs a value}; shift 2 ;;
+	--ko-root) KO_ROOT=$(cd "${2:?--ko-root needs a value}" && pwd -P) || die "--ko-root: no folder $2"; shift 2 ;;
 	--hw-params) HW_PARAMS=${2?--hw-params needs a value}; shift 2 ;;
 	-v | --verbose) VERBOSE=1; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -112,6 +119,10 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || { usage >&2; exit 125; }
 CMD=("$@")
+KVER=${KVER:-$("$NTRDMA_ROOT/scripts/kver.sh")} || die "no kernel to boot (set KVER)"
+NTRDMA_KERNEL=${NTRDMA_KERNEL:-/boot/vmlinuz-$KVER}
+NTRDMA_KBUILD=${NTRDMA_KBUILD:-$KO_ROOT/build/kernel}
+NTRDMA_HW_KO=${NTRDMA_HW_KO:-$KO_ROOT/ntb_hw/ntb_hw_ivshmem.ko}
 
 case $TOPO in loop | pair) ;; *) die "--topo must be loop or pair" ;; esac
 case $FLAT in 0 | 1) ;; *) die "--flat must be 0 or 1" ;; esac
@@ -179,7 +190,12 @@ build_initramfs() {
 	for p in "${mods[@]}"; do
 		m=${p#/lib/modules/}
 		mkdir -p "$tmp/lib/modules/$(dirname "$m")"
-		cp "$p" "$tmp/lib/modules/$m"
+		# busybox insmod takes plain .ko (6.12's modules are .ko.xz)
+		case $m in
+		*.ko.xz) m=${m%.xz}; xz -dc "$p" >"$tmp/lib/modules/$m" ;;
+		*.ko.zst) m=${m%.zst}; zstd -qdc "$p" >"$tmp/lib/modules/$m" ;;
+		*) cp "$p" "$tmp/lib/modules/$m" ;;
+		esac
 		echo "$m"
 	done >"$tmp/modules.list"
 	(cd "$tmp" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0) >"$tmp.cpio"
@@ -258,12 +274,12 @@ if [ "$MODULES" = 1 ]; then
 	mkdir -p "$KOSNAP/kbuild" "$KOSNAP/top"
 	cp "$NTRDMA_KBUILD"/*.ko "$KOSNAP/kbuild/"
 	cp "$NTRDMA_HW_KO" "$KOSNAP/"
-	for ko in "$NTRDMA_ROOT"/*.ko; do [ -f "$ko" ] && cp "$ko" "$KOSNAP/top/"; done
+	for ko in "$KO_ROOT"/*.ko; do [ -f "$ko" ] && cp "$ko" "$KOSNAP/top/"; done
 	NTRDMA_KBUILD=$KOSNAP/kbuild
 	NTRDMA_HW_KO=$KOSNAP/$(basename "$NTRDMA_HW_KO")
 fi
 TOP_KO_DIR=${KOSNAP:+$KOSNAP/top}
-TOP_KO_DIR=${TOP_KO_DIR:-$NTRDMA_ROOT}
+TOP_KO_DIR=${TOP_KO_DIR:-$KO_ROOT}
 PIDS=() # processes we started (besides the QEMUs, found by pidfile)
 TIMED_OUT=0
 
@@ -431,7 +447,7 @@ qemu_args() {
 	fi
 }
 
-CMDLINE="console=ttyS0 panic=-1 loglevel=5 testbed.role="
+CMDLINE="console=ttyS0 panic=-1 loglevel=5 ${TESTBED_KERNEL_ARGS:+$TESTBED_KERNEL_ARGS }testbed.role="
 
 make_initrd a
 if [ "$TOPO" = pair ]; then

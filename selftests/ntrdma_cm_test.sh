@@ -7,7 +7,7 @@
 # the peer), a refused connect, and the port's look (rdma link, GID = MAC).
 # Every tool run passes when the client (and the server) exit 0 within the
 # timeout and the output holds the expected figure.
-# Needs an NTB with a flat window (test bed: --flat 1).
+# Runs in flat mode (test bed: --flat 1) and in windowed mode (--flat 0).
 #
 # Environment: CM_TIMEOUT (60: seconds per client run).
 . "$(dirname "$0")/lib/ktap.sh"

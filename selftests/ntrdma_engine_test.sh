@@ -6,7 +6,7 @@
 # answer after a timeout, clean -ENOLINK for a pending call when the peer's
 # driver goes away, and recovery), and the two copy paths (DMA_MEMCPY channel
 # and CPU) carrying the same traffic. Uses debugfs ntrdma/<dev>/{info,cmd}.
-# Needs an NTB with a flat window (test bed: --flat 1).
+# Runs in flat mode (test bed: --flat 1) and in windowed mode (--flat 0).
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
 . "$(dirname "$0")/lib/net.sh"

@@ -94,8 +94,6 @@ ping_ok() { $A "ping -c 2 -W 2 $B_IP >/dev/null" && $B "ping -c 2 -W 2 $A_IP >/d
 
 # 1
 bring_up
-# windowed mode (an NTB without a flat window: ntrdma_rxmem.c)
-windowed() { grep -q '^mode: windowed' $DEBUGFS/ntrdma/*/info 2>/dev/null; }
 DOWNS0=$(cat $DEBUGFS/ntrdma/*/info 2>/dev/null | awk '/^link_down_events/ { n += $2 } END { print n + 0 }')
 ktap_check "ntrdma loaded; ntr netdevs on both ports ($IFA / $IFB)" \
 	test -n "${IFA:-}" -a -n "${IFB:-}"
@@ -150,7 +148,7 @@ ktap_check "64-byte datagrams to an unread socket: $held of 400 held (copybreak;
 	test "$held" -ge 100
 # Windowed mode copies every frame out of its piece of the window
 # (ntrdma_rxmem.c): there rx_copybreak=0 changes nothing.
-if windowed; then
+if ntrdma_windowed; then
 	ktap_check "windowed mode, rx_copybreak=0: $held0 held (every frame copied: at least 100)" \
 		test "$held0" -ge 100
 else
@@ -342,7 +340,7 @@ if [ -z "$DBGB" ] || ! peer "[ -e $DBGB/inject ]"; then
 	ktap_skip "iperf3 with rx allocations failing" "ntrdma built without CONFIG_NTRDMA_TEST_HOOKS"
 	ktap_skip "rx allocation failures" "no inject file"
 	ktap_skip "rx allocation failures until the ring is dry" "no inject file"
-elif windowed; then
+elif ntrdma_windowed; then
 	why="windowed mode: receive pieces are allocated once per session and posted again, never during traffic"
 	ktap_skip "iperf3 with rx allocations failing" "$why"
 	ktap_skip "rx allocation failures" "$why"

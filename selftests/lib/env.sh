@@ -55,6 +55,10 @@ install_modules() {
 	fi
 }
 
+# ntrdma runs in windowed mode here (an NTB without a flat window:
+# rdma/engine/ntrdma_rxmem.c): nothing is placed directly.
+ntrdma_windowed() { grep -q '^mode: windowed' "$DEBUGFS"/ntrdma/*/info 2>/dev/null; }
+
 # NTB devices: local_ntb_devs lists ours; peer_ntb_devs the peer host's.
 local_ntb_devs() { ls -1 /sys/bus/ntb/devices 2>/dev/null | sort; }
 peer_ntb_devs() { peer "ls -1 /sys/bus/ntb/devices 2>/dev/null | sort"; }
