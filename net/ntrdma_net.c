@@ -57,7 +57,7 @@ MODULE_PARM_DESC(rx_copybreak,
 		 "Frames up to this size are copied into a small skb and their buffer reposted (default 256, 0: never)");
 
 /* rb.va: flat mode the skb head (rb.dma maps it past the headroom),
- * windowed mode the piece of the window; rb.rb.addr: what the peer is told.
+ * windowed mode the piece of the window; rb.addr: what the peer is told.
  */
 struct ntr_rx_buf {
 	struct ntrdma_rxbuf rb;
@@ -105,8 +105,8 @@ struct ntr_queue {
 	 */
 	struct ntr_rx_buf quar[NTR_RING];
 	u32 quar_count;
-	/* buffers allocated and not freed (posted or quarantined); windowed
-	 * mode keeps it under rx_bufs (flat mode hands some to skbs: unused)
+	/* buffers allocated and neither freed nor handed to an skb (posted
+	 * or quarantined); windowed mode keeps it under rx_bufs
 	 */
 	u32 rx_owned;
 
@@ -255,17 +255,17 @@ static void ntr_free_quarantine(struct ntr_queue *q)
 	}
 }
 
-/* Post buffers up to a full ring and tell the peer. Receive must not die
- * of one failed allocation: refill otherwise runs only after a completion,
- * and with every buffer used none would come. So a short refill is retried
- * from NAPI, scheduled by a timer (NTR_REFILL_RETRY_MS), until it is whole.
- */
 /* Windowed mode: fewer buffers than a ring (rx_bufs) are the queue's. */
 static bool ntr_rx_room(struct ntr_queue *q)
 {
 	return q->net->rx_bufs >= NTR_RING || q->rx_owned < q->net->rx_bufs;
 }
 
+/* Post buffers up to a full ring and tell the peer. Receive must not die
+ * of one failed allocation: refill otherwise runs only after a completion,
+ * and with every buffer used none would come. So a short refill is retried
+ * from NAPI, scheduled by a timer (NTR_REFILL_RETRY_MS), until it is whole.
+ */
 static void ntr_refill(struct ntr_queue *q, gfp_t gfp)
 {
 	q->refill_due = false;
@@ -289,7 +289,6 @@ static void ntr_refill_timer(struct timer_list *t)
 	napi_schedule(&q->napi);	/* a no-op while NAPI is disabled */
 }
 
-/* Turn a completed buffer into an skb; false when the frame is invalid. */
 /* Post a buffer again after its frame was copied out (copybreak). */
 static void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
 {
@@ -305,12 +304,6 @@ static void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
 	q->rx[ntrdma_ring_idx(pos, NTR_RING)] = keep;
 }
 
-/* The skb for a received frame: built around the buffer the peer wrote (no
- * copy), except for frames up to rx_copybreak bytes, which are copied into a
- * small skb while the buffer is posted again: an skb around a whole 64 KiB
- * buffer charges a socket 64 KiB per datagram (truesize), so small-datagram
- * streams would overflow receive buffers long before they fill with data.
- */
 /* The flat receive buffer is kmalloc()ed: since 6.3 such a head is built
  * with slab_build_skb() (build_skb(va, 0) warns there); Kbuild finds which.
  */
@@ -322,6 +315,13 @@ static struct sk_buff *ntr_build_slab_skb(void *va)
 	return build_skb(va, 0);
 #endif
 }
+
+/* The skb for a received frame: built around the buffer the peer wrote (no
+ * copy), except for frames up to rx_copybreak bytes, which are copied into a
+ * small skb while the buffer is posted again: an skb around a whole 64 KiB
+ * buffer charges a socket 64 KiB per datagram (truesize), so small-datagram
+ * streams would overflow receive buffers long before they fill with data.
+ */
 
 static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 				    const struct ntrdma_tqp_rcomp *c,
@@ -344,14 +344,14 @@ static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 	}
 	dma_unmap_single(dev, b->rb.dma, q->net->rx_buf_len, DMA_FROM_DEVICE);
 	skb = ntr_build_slab_skb(b->rb.va);
-	if (!skb) {
+	if (!skb)
 		kfree(b->rb.va);
-		b->rb.va = NULL;
-		return NULL;
+	b->rb.va = NULL;	/* the skb's now, or freed */
+	q->rx_owned--;
+	if (skb) {
+		skb_reserve(skb, NTR_HEADROOM);
+		skb_put(skb, c->len);
 	}
-	b->rb.va = NULL;
-	skb_reserve(skb, NTR_HEADROOM);
-	skb_put(skb, c->len);
 	return skb;
 }
 

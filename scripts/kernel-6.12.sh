@@ -18,7 +18,7 @@
 # The kernel postinst hooks run with INITRD=No: the test bed packs its own
 # initramfs, the host never boots this kernel.
 #
-# build: a copy of the tracked sources in build/k/KVER/src (the main tree's
+# build: a copy of the tracked sources (git ls-files) in build/k/KVER/src (the main tree's
 # modules stay built for the default kernel), then `make modules KVER=KVER`
 # there, which also builds the NTB core, the stock NTB clients and siw from
 # /usr/src/linux-source-6.12.tar.xz.
@@ -81,22 +81,13 @@ do_install() {
 	installed_kver || cannot "installed, but no /boot/vmlinuz-$kver with headers and modules"
 }
 
-# The tracked sources (a CI clone's, or a work tree's, without build/).
-source_files() {
-	if git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
-		git -C "$ROOT" ls-files
-	else
-		(cd "$ROOT" && find . -path ./build -prune -o -type f -print)
-	fi
-}
-
 do_build() {
 	local kver=${1:?build needs KVER} dst
 	[ -d "/lib/modules/$kver/build" ] || { echo "kernel-6.12: no headers for $kver" >&2; exit 1; }
 	dst=$ROOT/build/k/$kver/src
 	mkdir -p "$dst"
 	# tar keeps the mtimes: unchanged files are not rebuilt.
-	source_files | tar -C "$ROOT" -cf - -T - | tar -C "$dst" -xf -
+	git -C "$ROOT" ls-files | tar -C "$ROOT" -cf - -T - | tar -C "$dst" -xf -
 	make -s -C "$dst" KVER="$kver" modules >&2
 	echo "$dst"
 }
@@ -104,5 +95,5 @@ do_build() {
 case ${1:-} in
 install) do_install ;;
 build) do_build "${2:-}" ;;
-*) sed -n '3,13p' "$0" >&2; exit 2 ;;
+*) sed -n '3,10p' "$0" >&2; exit 2 ;;
 esac

@@ -190,10 +190,9 @@ build_initramfs() {
 	for p in "${mods[@]}"; do
 		m=${p#/lib/modules/}
 		mkdir -p "$tmp/lib/modules/$(dirname "$m")"
-		# busybox insmod takes plain .ko (6.12's modules are .ko.xz)
+		# busybox insmod takes plain .ko (Debian's 6.12 modules are .ko.xz)
 		case $m in
 		*.ko.xz) m=${m%.xz}; xz -dc "$p" >"$tmp/lib/modules/$m" ;;
-		*.ko.zst) m=${m%.zst}; zstd -qdc "$p" >"$tmp/lib/modules/$m" ;;
 		*) cp "$p" "$tmp/lib/modules/$m" ;;
 		esac
 		echo "$m"
