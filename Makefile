@@ -3,8 +3,8 @@
 # NTRDMA top-level build.
 #   make            install missing Debian packages, build every kernel and
 #                   userspace part
-#   make check      the test suite (unit tests + selftests in both topologies;
-#                   CHECK_K612=subset adds a run on Debian 13's 6.12 kernel)
+#   make check      the test suite (unit tests + selftests in both topologies,
+#                   and a run on Debian 13's 6.12 kernel; CHECK_K612=0: not)
 #   make check-6.12 the whole test suite on Debian 13's 6.12 kernel
 #   make demo       the main job on the emulated default (two hosts)
 #   make lint       checkpatch --strict and sparse on the kernel code

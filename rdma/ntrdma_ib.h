@@ -67,6 +67,7 @@ enum ntrdma_hw_stat {
 	NTRDMA_HW_PLACED_BYTES,
 	NTRDMA_HW_PULLED_READS,		/* READs read from the peer's MR */
 	NTRDMA_HW_UD_DROPPED,		/* datagrams no receive took */
+	NTRDMA_HW_RX_POLLED,		/* segments found by polling (rx_poll_us) */
 	NTRDMA_HW_NSTATS
 };
 

@@ -18,10 +18,17 @@
  * (ntrdma_resp.c as responder, ntrdma_req.c as requester), which checks
  * keys, PD, access and ranges against its own tables before copying the
  * payload out, and posts the buffer again.
+ * Adaptive polling (rx_poll_us): after a pass that received something the
+ * work keeps polling the ring, queued again each pass, for rx_poll_us
+ * before it asks the peer for a doorbell, while no other task wants the
+ * CPU; a peer that answers within that time costs no interrupt on either
+ * side (the peer rings only an armed ring). 0 turns it off.
  */
 
 #include <linux/dma-mapping.h>
 #include <linux/gfp.h>
+#include <linux/sched/clock.h>
+#include <linux/sched/stat.h>
 #include <linux/slab.h>
 
 #include "ntrdma_ib.h"
@@ -30,6 +37,12 @@
 #define NTRDMA_VX_WINDOW_SHARE	30	/* percent of the window (windowed) */
 #define NTRDMA_VX_BUDGET	64
 #define NTRDMA_VX_NAKS		32	/* device-level NAKs in flight */
+
+/* Off by default: it did not pay in the test bed (README, verbs data path). */
+static unsigned int rx_poll_us;
+module_param(rx_poll_us, uint, 0644);
+MODULE_PARM_DESC(rx_poll_us,
+		 "verbs face: after receiving, poll the receive ring this many us before waiting for a doorbell (default 0: off)");
 
 struct ntrdma_vx {
 	struct ntrdma_ib *nib;
@@ -47,6 +60,8 @@ struct ntrdma_vx {
 	struct ntrdma_seg_meta nak_meta[NTRDMA_VX_NAKS];	/* .pool NULL */
 	spinlock_t nak_lock;		/* nak_done */
 	u32 nak_prod, nak_done;
+	u64 last_rx_ns;			/* local_clock() of the last receive */
+	bool polling;			/* this pass was queued by polling */
 	/* receive buffers, allocated at the first session (its mode) */
 	struct ntrdma_rxbuf buf[NTRDMA_VX_RX_BUFS];
 	u16 nbufs;
@@ -227,14 +242,45 @@ static int vx_post(struct ntrdma_vx *vx, u16 i)
 	return rc;
 }
 
+/*
+ * Within rx_poll_us of the last receive, and no other task wants this CPU
+ * (the one that answers may be one, or a copy engine's worker): poll again
+ * instead of arming.
+ */
+static bool vx_keep_polling(struct ntrdma_vx *vx, int received)
+{
+	u64 window = (u64)READ_ONCE(rx_poll_us) * NSEC_PER_USEC;
+	u64 now;
+
+	if (!window)
+		return false;
+	now = local_clock();
+	if (received)
+		vx->last_rx_ns = now;
+	return now - vx->last_rx_ns < window && single_task_running();
+}
+
+/* After a pass that took @n segments: go on, poll again or arm the ring. */
+static void vx_rx_next(struct ntrdma_vx *vx, int n, bool polled)
+{
+	if (polled && n)
+		atomic64_add(n, &vx->nib->hw[NTRDMA_HW_RX_POLLED]);
+	vx->polling = n < NTRDMA_VX_BUDGET && vx_keep_polling(vx, n);
+	if (n == NTRDMA_VX_BUDGET || vx->polling ||
+	    ntrdma_tqp_recv_arm(vx->tqp))
+		queue_work(vx->wq, &vx->rx_work);
+}
+
 static void vx_rx_work(struct work_struct *work)
 {
 	struct ntrdma_vx *vx = container_of(work, struct ntrdma_vx, rx_work);
 	struct ntrdma_qp *qp, *pending = NULL;
 	struct ntrdma_tqp_rcomp c;
+	bool polled = vx->polling;
 	int n, rc;
 	u16 i;
 
+	vx->polling = false;
 	if (!READ_ONCE(vx->active))
 		return;
 	for (n = 0; n < NTRDMA_VX_BUDGET; n++) {
@@ -261,8 +307,7 @@ static void vx_rx_work(struct work_struct *work)
 	ntrdma_tqp_send_flush(vx->tqp);	/* NAKs of this pass */
 	if (rc < 0)
 		return;	/* protocol error: the link is going down */
-	if (n == NTRDMA_VX_BUDGET || ntrdma_tqp_recv_arm(vx->tqp))
-		queue_work(vx->wq, &vx->rx_work);
+	vx_rx_next(vx, n, polled);
 }
 
 /* Wait for the rx work (destroying QPs: it may be using one). */

@@ -20,7 +20,8 @@
 # BENCH_LINK: the doorbell round trip), BENCH_ETH ("ntb_netdev ntr0 ntr0-win
 # veth"; ntr0-win: ntrdma in windowed mode, on the NTB without a flat window
 # that ntb_netdev uses), BENCH_ETH_TESTS ("tcp1 tcp4 udp64"), BENCH_RDMA
-# ("ntrdma ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0":
+# ("ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev
+# rxe@ntr0": ntrdma-poll with adaptive polling (rx_poll_us=50),
 # ntrdma-win in windowed mode; rxe and siw on the loopback path are the "no
 # link" reference, DRV@NETDEV is what a user with an NTB would run instead
 # of ntrdma, a software RDMA driver over an Ethernet netdev of the NTB, on
@@ -37,7 +38,7 @@ LINK=${BENCH_LINK:-1}
 DOORBELL=${BENCH_DOORBELL:-$LINK}
 ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 ntr0-win veth"}
 ETH_TESTS=${BENCH_ETH_TESTS:-"tcp1 tcp4 udp64"}
-RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0"}
+RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0"}
 RDMA_TESTS=${BENCH_RDMA_TESTS:-"write_bw:64 write_bw:4096 write_bw:65536 read_bw:64 read_bw:4096
 	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 write_lat:2 read_lat:2
 	qperf:rc_bw qperf:rc_lat"}
@@ -420,7 +421,7 @@ eth_round() { # ROUND SYSTEM
 # (server/client ib devices), DST (address the client connects to), CM
 # (-R when the device needs rdma_cm: iWARP).
 rdma_up() {
-	local sys=$1 devs d n net
+	local sys=$1 devs d n net params
 	SETUP_NOTE='' CM='' QCM='' GX='' QNA='' SRV="sh -c" CLI="sh -c" DST=127.0.0.1
 	case $sys in
 	rxe)
@@ -441,7 +442,7 @@ rdma_up() {
 			{ SETUP_NOTE="rdma link add siw0 type siw netdev bsiw (dummy) failed"; return 1; }
 		SDEV=siw0 CDEV=siw0 CM=-R DST=10.79.9.1
 		;;
-	ntrdma | ntrdma-win)
+	ntrdma | ntrdma-poll | ntrdma-win)
 		# The verbs face: one ib device per NTB port, named ntrdma*, used
 		# through our rdma-core provider (install_provider: a .driver
 		# file naming the build tree's library). Its port has an IB link
@@ -450,12 +451,15 @@ rdma_up() {
 		# netdevs) for the tools' out-of-band exchange. qperf connects
 		# directly (no rdma_cm: the port has no CM capability), the two
 		# devices named with -li/-ri.
-		# ntrdma-win: windowed mode, on the NTB without a flat window
+		# ntrdma-win: windowed mode, on the NTB without a flat window;
+		# ntrdma-poll: the verbs face polls its ring 50 us after a receive.
 		if [ "$sys" = ntrdma-win ]; then net=ntr0-win; else net=ntr0; fi
+		params=
+		[ "$sys" = ntrdma-poll ] && params=rx_poll_us=50
 		hw_mode $([ $net = ntr0 ] && echo 1 || echo 0) ||
 			{ SETUP_NOTE="ntb_hw_ivshmem did not come up for $sys"; return 1; }
-		modprobe ntrdma || { SETUP_NOTE="modprobe ntrdma failed"; return 1; }
-		is_pair && { peer "modprobe ntrdma" || { SETUP_NOTE="modprobe ntrdma on b failed"; return 1; }; }
+		modprobe ntrdma $params || { SETUP_NOTE="modprobe ntrdma failed"; return 1; }
+		is_pair && { peer "modprobe ntrdma $params" || { SETUP_NOTE="modprobe ntrdma on b failed"; return 1; }; }
 		install_provider || { SETUP_NOTE="install_provider failed (provider not built?)"; return 1; }
 		sleep 1
 		devs=$(ls /sys/class/infiniband 2>/dev/null | grep '^ntrdma' | xargs)
@@ -520,7 +524,7 @@ rdma_down() {
 	case $sys in
 	rxe) rdma link delete rxe0 ;;
 	siw) rdma link delete siw0; ip link del bsiw ;;
-	ntrdma | ntrdma-win) eth_down ntr0 ;;
+	ntrdma | ntrdma-poll | ntrdma-win) eth_down ntr0 ;;
 	*@*) rdma link delete "${sys%@*}nt" 2>/dev/null
 		is_pair && peer "rdma link delete ${sys%@*}nt" 2>/dev/null
 		eth_down "${sys#*@}" ;;

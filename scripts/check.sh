@@ -94,19 +94,23 @@ SOAK="soak:1:ntrdma_soak_test.sh:single"
 DEB="deb:1:ntrdma_deb_test.sh::--no-modules"
 # In the loop topology the tools test runs in the deb run (on the packages).
 NTR_LOOP=${NTR/ntrdma_tools_test.sh,/}
-# In the loop topology the stock run (no flat window) also runs ntrdma's
-# net, engine, verbs, tools and rdma_cm tests in windowed mode.
-STOCK_LOOP=$STOCK,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh
-RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$STOCK_LOOP $NTR_LOOP $SOAK $DEB"}}
-RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$STOCK $NTR $SOAK"}}
+# The stock run (no flat window) also runs ntrdma's net, engine, verbs,
+# tools and rdma_cm tests in windowed mode, in both topologies.
+STOCK_WIN=$STOCK,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh
+RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$STOCK_WIN $NTR_LOOP $SOAK $DEB"}}
+RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$STOCK_WIN $NTR $SOAK"}}
 
 # Debian 13's kernel (6.12, from bookworm-backports: scripts/kernel-6.12.sh).
-# CHECK_K612=subset: one more loop run on it, the engine, net, verbs and
-# tools tests. CHECK_K612=all (make check-6.12): every run on it instead of
-# the default kernel. CHECK_K612=0 (default for now: CI time, and one
-# unexplained crash seen on 6.12: README, Kernels): none.
-K612=${CHECK_K612:-0}
-K612_RUN="k612:1:ntrdma_engine_test.sh,ntrdma_net_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh"
+# CHECK_K612=subset (default): one more loop run on it, the engine, net,
+# verbs and tools tests; skipped, with the reason, when its packages cannot
+# be installed. CHECK_K612=all (make check-6.12): every run on it instead
+# of the default kernel (a failure when it cannot be installed).
+# CHECK_K612=0: none.
+K612=${CHECK_K612:-subset}
+# Its guests run their vCPUs on one TCG thread, as the soak's: on 6.12 the
+# net test's load/unload cycles met the emulator's stale translation of
+# patched kernel text (README, Kernels) about once in three runs.
+K612_RUN="k612:1:ntrdma_engine_test.sh,ntrdma_net_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh:single"
 K612_OPTS=
 if [ "$K612" != 0 ]; then
 	echo "# Debian 13 kernel (6.12): scripts/kernel-6.12.sh"
@@ -133,6 +137,7 @@ for run in ${!runs_var}; do
 	# NAME:FLAT:TESTS[:TCG] (TCG: QEMU's TCG threading, single or multi)
 	IFS=: read -r rname flat tests tcg opts <<<"$run"
 	[ "$rname" = k612 ] || [ "$K612" = all ] && opts="$opts $K612_OPTS"
+	[ "$K612" = all ] && tcg=single	# 6.12: one TCG thread (K612_RUN)
 	echo "# selftests, topology: $topo, $rname (flat window: $flat${tcg:+, TCG $tcg}): ${tests//,/ }"
 	tout=$OUT/$topo-$rname
 	mkdir -p "$tout"

@@ -23,8 +23,10 @@ out=$NTRDMA_OUT/ktap.${NTRDMA_TOPO:-host}.txt
 	for t in "$@"; do
 		n=$((n + 1))
 		echo "# selftests: ntrdma: $t"
+		t0=$SECONDS
 		timeout "${timeout_s:-900}" ./"$t" 2>&1 | sed 's/^/    /'
 		rc=${PIPESTATUS[0]}
+		echo "# time: $t $((SECONDS - t0)) s"
 		case $rc in
 		0) echo "ok $n selftests: ntrdma: $t" ;;
 		4) echo "ok $n selftests: ntrdma: $t # SKIP" ;;
