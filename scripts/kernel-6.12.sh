@@ -88,7 +88,8 @@ do_build() {
 	mkdir -p "$dst"
 	# tar keeps the mtimes: unchanged files are not rebuilt.
 	git -C "$ROOT" ls-files | tar -C "$ROOT" -cf - -T - | tar -C "$dst" -xf -
-	make -s -C "$dst" KVER="$kver" modules >&2
+	# KDIR too: under make check the outer make exports the default kernel's.
+	make -s -C "$dst" KVER="$kver" KDIR="/lib/modules/$kver/build" modules >&2
 	echo "$dst"
 }
 
