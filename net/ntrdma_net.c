@@ -322,7 +322,6 @@ static struct sk_buff *ntr_build_slab_skb(void *va)
  * buffer charges a socket 64 KiB per datagram (truesize), so small-datagram
  * streams would overflow receive buffers long before they fill with data.
  */
-
 static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 				    const struct ntrdma_tqp_rcomp *c,
 				    struct ntr_rx_buf *b)
@@ -348,10 +347,10 @@ static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 		kfree(b->rb.va);
 	b->rb.va = NULL;	/* the skb's now, or freed */
 	q->rx_owned--;
-	if (skb) {
-		skb_reserve(skb, NTR_HEADROOM);
-		skb_put(skb, c->len);
-	}
+	if (!skb)
+		return NULL;
+	skb_reserve(skb, NTR_HEADROOM);
+	skb_put(skb, c->len);
 	return skb;
 }
 

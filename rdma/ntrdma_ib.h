@@ -471,7 +471,7 @@ bool ntrdma_lo_ready(struct ntrdma_lo *lo);
 void ntrdma_lo_flush(struct ntrdma_lo *lo);
 int ntrdma_vx_pool_alloc(struct ntrdma_qp *qp);
 void ntrdma_vx_pool_release(struct ntrdma_qp *qp);
-bool ntrdma_vx_pool_wait(struct ntrdma_qp *qp, u32 upto);
+bool ntrdma_vx_pool_wait(struct ntrdma_qp *qp, u32 mark);
 
 /* ntrdma_rmr.c: direct placement, requester side */
 extern bool ntrdma_direct_placement;

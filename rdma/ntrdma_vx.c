@@ -510,16 +510,16 @@ int ntrdma_vx_pool_alloc(struct ntrdma_qp *qp)
 /**
  * ntrdma_vx_pool_wait() - whether @qp's segments up to a count have left
  * @qp: the QP (its sq_lock held)
- * @upto: a value the pool's produced count had (after a segment was sent)
+ * @mark: a value the pool's produced count had (after a segment was sent)
  *
  * Segments complete in the order they were sent, on one way (the TQP or
- * the loopback): every segment counted before @upto has left our memory
+ * the loopback): every segment counted before @mark has left our memory
  * once the completed count reaches it. If not yet, the next send_done
  * kicks the QP's transmit work.
  *
  * Return: true when they all have.
  */
-bool ntrdma_vx_pool_wait(struct ntrdma_qp *qp, u32 upto)
+bool ntrdma_vx_pool_wait(struct ntrdma_qp *qp, u32 mark)
 {
 	struct ntrdma_seg_pool *pool = qp->seg_pool;
 	unsigned long flags;
@@ -527,7 +527,7 @@ bool ntrdma_vx_pool_wait(struct ntrdma_qp *qp, u32 upto)
 
 	lockdep_assert_held(&qp->sq_lock);
 	spin_lock_irqsave(&pool->lock, flags);
-	done = (int)(pool->done - upto) >= 0;
+	done = (int)(pool->done - mark) >= 0;
 	if (!done)
 		pool->blocked = true;
 	spin_unlock_irqrestore(&pool->lock, flags);

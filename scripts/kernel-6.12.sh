@@ -18,10 +18,10 @@
 # The kernel postinst hooks run with INITRD=No: the test bed packs its own
 # initramfs, the host never boots this kernel.
 #
-# build: a copy of the tracked sources (git ls-files) in build/k/KVER/src (the main tree's
-# modules stay built for the default kernel), then `make modules KVER=KVER`
-# there, which also builds the NTB core, the stock NTB clients and siw from
-# /usr/src/linux-source-6.12.tar.xz.
+# build: a copy of the tracked sources (git ls-files) in build/k/KVER/src
+# (the main tree's modules stay built for the default kernel), then `make
+# modules KVER=KVER KDIR=its headers` there, which also builds the NTB core,
+# the stock NTB clients and siw from /usr/src/linux-source-6.12.tar.xz.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -354,7 +354,7 @@ if [ -z "$DBGB" ] || ! peer "[ -e $DBGB/inject ]"; then
 	ktap_skip "iperf3 with rx allocations failing" "ntrdma built without CONFIG_NTRDMA_TEST_HOOKS"
 	ktap_skip "rx allocation failures" "no inject file"
 	ktap_skip "rx allocation failures until the ring is dry" "no inject file"
-elif ntrdma_windowed; then
+elif [ "$windowed" = 1 ]; then
 	why="windowed mode: receive pieces are allocated once per session and posted again, never during traffic"
 	ktap_skip "iperf3 with rx allocations failing" "$why"
 	ktap_skip "rx allocation failures" "$why"
