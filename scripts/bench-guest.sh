@@ -22,7 +22,8 @@
 # that ntb_netdev uses), BENCH_ETH_TESTS ("tcp1 tcp4 udp64"), BENCH_RDMA
 # ("ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev
 # rxe@ntr0": ntrdma-poll with adaptive polling (rx_poll_us=50),
-# ntrdma-win in windowed mode; rxe and siw on the loopback path are the "no
+# ntrdma-win in windowed mode; ntrdma-old, when asked for, an earlier
+# revision (scripts/bench.sh builds it: BENCH_OLD_REV); rxe and siw on the loopback path are the "no
 # link" reference, DRV@NETDEV is what a user with an NTB would run instead
 # of ntrdma, a software RDMA driver over an Ethernet netdev of the NTB, on
 # both hosts: pair topology only), BENCH_RDMA_TESTS (see below).
@@ -124,6 +125,31 @@ hw_mode() { # 0|1
 	if is_pair; then peer "$cmd" || return 1; fi
 	HW_MODE=$1
 	wait_for 20 ntb_pair
+}
+
+# ntrdma-old: an earlier revision's modules and provider, built on the host
+# by scripts/build-old.sh (BENCH_OLD_DIR), loaded from their paths in place
+# of the current ones (flat window on); old_down puts the current back.
+old_up() {
+	local d=${BENCH_OLD_DIR:-} cmd
+	[ -n "$d" ] && [ -f "$d/ntrdma.ko" ] ||
+		{ SETUP_NOTE="no earlier build (BENCH_OLD_DIR, from scripts/build-old.sh)"; return 1; }
+	clients_down
+	cmd="rmmod ntb_hw_ivshmem 2>/dev/null; modprobe ntb && modprobe ib_uverbs &&
+	     insmod $d/ntb_hw/ntb_hw_ivshmem.ko flat_window=1 && insmod $d/ntrdma.ko &&
+	     mkdir -p /etc/libibverbs.d && echo 'driver $d/libntrdma' > /etc/libibverbs.d/ntrdma.driver"
+	sh -c "$cmd" || { SETUP_NOTE="loading the earlier build failed"; return 1; }
+	if is_pair; then peer "$cmd" || { SETUP_NOTE="loading the earlier build on b failed"; return 1; }; fi
+	# what eth_up asks for is loaded: hw_mode 1 and modprobe keep it
+	HW_MODE=1
+	wait_for 20 ntb_pair
+}
+
+old_down() {
+	local cmd="rmmod ntrdma ntb_hw_ivshmem 2>/dev/null; rm -f /etc/libibverbs.d/ntrdma.driver; true"
+	sh -c "$cmd"
+	if is_pair; then peer "$cmd"; fi
+	HW_MODE=
 }
 
 clients_down() {
@@ -442,7 +468,7 @@ rdma_up() {
 			{ SETUP_NOTE="rdma link add siw0 type siw netdev bsiw (dummy) failed"; return 1; }
 		SDEV=siw0 CDEV=siw0 CM=-R DST=10.79.9.1
 		;;
-	ntrdma | ntrdma-poll | ntrdma-win)
+	ntrdma | ntrdma-poll | ntrdma-win | ntrdma-old)
 		# The verbs face: one ib device per NTB port, named ntrdma*, used
 		# through our rdma-core provider (install_provider: a .driver
 		# file naming the build tree's library). Its port has an IB link
@@ -456,10 +482,14 @@ rdma_up() {
 		if [ "$sys" = ntrdma-win ]; then net=ntr0-win; else net=ntr0; fi
 		params=
 		[ "$sys" = ntrdma-poll ] && params=rx_poll_us=50
-		hw_mode $([ $net = ntr0 ] && echo 1 || echo 0) ||
-			{ SETUP_NOTE="ntb_hw_ivshmem did not come up for $sys"; return 1; }
-		modprobe ntrdma $params || { SETUP_NOTE="modprobe ntrdma failed"; return 1; }
-		is_pair && { peer "modprobe ntrdma $params" || { SETUP_NOTE="modprobe ntrdma on b failed"; return 1; }; }
+		if [ "$sys" = ntrdma-old ]; then
+			old_up || return 1
+		else
+			hw_mode $([ $net = ntr0 ] && echo 1 || echo 0) ||
+				{ SETUP_NOTE="ntb_hw_ivshmem did not come up for $sys"; return 1; }
+			modprobe ntrdma $params || { SETUP_NOTE="modprobe ntrdma failed"; return 1; }
+			is_pair && { peer "modprobe ntrdma $params" || { SETUP_NOTE="modprobe ntrdma on b failed"; return 1; }; }
+		fi
 		install_provider || { SETUP_NOTE="install_provider failed (provider not built?)"; return 1; }
 		sleep 1
 		devs=$(ls /sys/class/infiniband 2>/dev/null | grep '^ntrdma' | xargs)
@@ -525,6 +555,7 @@ rdma_down() {
 	rxe) rdma link delete rxe0 ;;
 	siw) rdma link delete siw0; ip link del bsiw ;;
 	ntrdma | ntrdma-poll | ntrdma-win) eth_down ntr0 ;;
+	ntrdma-old) eth_down ntr0; old_down ;;
 	*@*) rdma link delete "${sys%@*}nt" 2>/dev/null
 		is_pair && peer "rdma link delete ${sys%@*}nt" 2>/dev/null
 		eth_down "${sys#*@}" ;;

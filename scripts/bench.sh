@@ -18,7 +18,8 @@
 # BENCH_TOPOS ("loop pair"), BENCH_OUT (build/bench), BENCH_TIMEOUT (2400 s
 # per topology), and the selections of scripts/bench-guest.sh (BENCH_ETH,
 # BENCH_ETH_TESTS, BENCH_RDMA, BENCH_RDMA_TESTS, BENCH_LINK, BENCH_DOORBELL,
-# BENCH_PROBE_RUNS, BENCH_PROBE_MIB).
+# BENCH_PROBE_RUNS, BENCH_PROBE_MIB); BENCH_OLD_REV when BENCH_RDMA names
+# ntrdma-old (scripts/build-old.sh).
 set -euo pipefail
 
 # One function, called on the last line: bash parses all of it first, so
@@ -101,6 +102,13 @@ else
 	fi
 fi
 
+# ntrdma-old, when BENCH_RDMA names it: an earlier revision (BENCH_OLD_REV,
+# default the last before direct placement), built from git here.
+if [[ " ${BENCH_RDMA:-} " == *" ntrdma-old "* ]] && [ "$SMOKE$QUICK" = 00 ]; then
+	old=$("$ROOT/scripts/build-old.sh" "${BENCH_OLD_REV:-}" 2>"$ROOT/build/old.log") ||
+		{ tail -5 "$ROOT/build/old.log" >&2; exit 1; }
+	GUEST_ENV+=("BENCH_OLD_DIR=$old")
+fi
 [ -x "$REPORT" ] || { echo "bench: $REPORT missing (run make)" >&2; exit 1; }
 command -v gnuplot >/dev/null || { echo "bench: gnuplot missing (scripts/install-deps.sh)" >&2; exit 1; }
 mkdir -p "$OUT"

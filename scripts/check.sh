@@ -92,8 +92,13 @@ SOAK="soak:1:ntrdma_soak_test.sh:single"
 # The Debian packages, installed into a guest booted without the build
 # tree's modules; the tools test then runs on what they installed.
 DEB="deb:1:ntrdma_deb_test.sh::--no-modules"
-# In the loop topology the tools test runs in the deb run (on the packages).
+# In the loop topology the tools test runs in the deb run (on the packages);
+# the rdma_cm and pyverbs tests run in pair (two kernels) and the cm test
+# in both stock runs too, so the loop flat run leaves them out (make
+# check's time).
 NTR_LOOP=${NTR/ntrdma_tools_test.sh,/}
+NTR_LOOP=${NTR_LOOP/ntrdma_cm_test.sh,/}
+NTR_LOOP=${NTR_LOOP/ntrdma_pyverbs_test.sh,/}
 # The stock run (no flat window) also runs ntrdma's net, engine, verbs,
 # tools and rdma_cm tests in windowed mode, in both topologies.
 STOCK_WIN=$STOCK,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh
@@ -101,13 +106,13 @@ RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$STOCK_WIN $NTR_LOOP $SOAK $DEB"}}
 RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$STOCK_WIN $NTR $SOAK"}}
 
 # Debian 13's kernel (6.12, from bookworm-backports: scripts/kernel-6.12.sh).
-# CHECK_K612=subset (default): one more loop run on it, the engine, net,
-# verbs and tools tests; skipped, with the reason, when its packages cannot
+# CHECK_K612=subset (default): one more loop run on it, the engine, net
+# and verbs tests (the verbs suite runs through the provider, as the tools); skipped, with the reason, when its packages cannot
 # be installed. CHECK_K612=all (make check-6.12): every run on it instead
 # of the default kernel (a failure when it cannot be installed).
 # CHECK_K612=0: none.
 K612=${CHECK_K612:-subset}
-K612_RUN="k612:1:ntrdma_engine_test.sh,ntrdma_net_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh"
+K612_RUN="k612:1:ntrdma_engine_test.sh,ntrdma_net_test.sh,ntrdma_ib_test.sh"
 K612_OPTS=
 if [ "$K612" != 0 ]; then
 	echo "# Debian 13 kernel (6.12): scripts/kernel-6.12.sh"
