@@ -28,7 +28,7 @@
 
 static void ntrdma_qp_tx_work(struct work_struct *work);
 
-static int ntrdma_check_cap(struct ib_qp_cap *cap)
+static int ntrdma_check_cap(const struct ib_qp_cap *cap)
 {
 	if (cap->max_send_wr > NTRDMA_MAX_QP_WR ||
 	    cap->max_recv_wr > NTRDMA_MAX_QP_WR ||
@@ -39,13 +39,10 @@ static int ntrdma_check_cap(struct ib_qp_cap *cap)
 	return 0;
 }
 
-int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
-		     struct ib_udata *udata)
+/* What create_qp refuses before anything is allocated. */
+static int qp_check_create(const struct ib_qp_init_attr *attr,
+			   struct ib_udata *udata)
 {
-	struct ntrdma_ib *nib = to_nib(ibqp->device);
-	struct ntrdma_qp *qp = to_nqp(ibqp);
-	struct ntrdma_create_qp_resp resp = {};
-	u32 sq_entries, rq_entries, qpn;
 	int rc;
 
 	/* UD: address handles live in user space (the provider). */
@@ -60,12 +57,15 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	rc = ntrdma_check_cap(&attr->cap);
 	if (rc)
 		return rc;
-	if (udata && udata->outlen < sizeof(resp))
+	if (udata && udata->outlen < sizeof(struct ntrdma_create_qp_resp))
 		return -EINVAL;
-	rc = ntrdma_check_udata_in(udata);
-	if (rc)
-		return rc;
+	return ntrdma_check_udata_in(udata);
+}
 
+/* A new QP's locks, works and state, in RESET. */
+static void qp_init(struct ntrdma_qp *qp, const struct ib_qp_init_attr *attr,
+		    bool user)
+{
 	mutex_init(&qp->lock);
 	spin_lock_init(&qp->rq_lock);
 	spin_lock_init(&qp->sq_lock);
@@ -75,11 +75,56 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	init_waitqueue_head(&qp->seg_wait);
 	init_waitqueue_head(&qp->cm_wait);
 	ntrdma_req_init(qp);
-	qp->user = !!udata;
+	qp->user = user;
 	qp->state = IB_QPS_RESET;
 	qp->sq_sig_type = attr->sq_sig_type;
 	qp->port_num = 1;
 	qp->path_mtu = IB_MTU_4096;
+}
+
+/* A user QP: its rings mapped and described to the provider. */
+static int qp_map_user(struct ntrdma_qp *qp, struct ib_udata *udata)
+{
+	struct ntrdma_create_qp_resp resp = {};
+	int rc;
+
+	rc = ntrdma_ring_map(&qp->sq, udata, &resp.sq_offset);
+	if (!rc)
+		rc = ntrdma_ring_map(&qp->rq, udata, &resp.rq_offset);
+	if (rc)
+		return rc;
+	resp.sq_size = qp->sq.size;
+	resp.rq_size = qp->rq.size;
+	resp.sq_entries = qp->sq.entries;
+	resp.rq_entries = qp->rq.entries;
+	resp.qp_num = qp->ibqp.qp_num;
+	return ib_copy_to_udata(udata, &resp, sizeof(resp));
+}
+
+/* What we really provide (at least what was asked for). */
+static void qp_set_caps(struct ntrdma_qp *qp, struct ib_qp_init_attr *attr)
+{
+	attr->cap.max_send_wr = qp->sq.entries;
+	attr->cap.max_recv_wr = attr->srq ? 0 : qp->rq.entries;
+	attr->cap.max_send_sge = attr->qp_type == IB_QPT_UD ?
+				 NTRDMA_UD_MAX_SGE : NTRDMA_MAX_SGE;
+	attr->cap.max_recv_sge = attr->srq ? 0 : NTRDMA_MAX_SGE;
+	attr->cap.max_inline_data = NTRDMA_MAX_INLINE;
+	qp->cap = attr->cap;
+}
+
+int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
+		     struct ib_udata *udata)
+{
+	struct ntrdma_ib *nib = to_nib(ibqp->device);
+	struct ntrdma_qp *qp = to_nqp(ibqp);
+	u32 sq_entries, rq_entries, qpn;
+	int rc;
+
+	rc = qp_check_create(attr, udata);
+	if (rc)
+		return rc;
+	qp_init(qp, attr, !!udata);
 	sq_entries = roundup_pow_of_two(max(attr->cap.max_send_wr, 1U));
 	/* With an SRQ the RQ is unused (and its capabilities ignored). */
 	rq_entries = attr->srq ? 1 :
@@ -110,31 +155,10 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 		goto err_pool;
 	}
 	ibqp->qp_num = qpn;
-
-	if (udata) {
-		rc = ntrdma_ring_map(&qp->sq, udata, &resp.sq_offset);
-		if (!rc)
-			rc = ntrdma_ring_map(&qp->rq, udata, &resp.rq_offset);
-		if (rc)
-			goto err_xa;
-		resp.sq_size = qp->sq.size;
-		resp.rq_size = qp->rq.size;
-		resp.sq_entries = sq_entries;
-		resp.rq_entries = rq_entries;
-		resp.qp_num = qpn;
-		rc = ib_copy_to_udata(udata, &resp, sizeof(resp));
-		if (rc)
-			goto err_xa;
-	}
-
-	/* What we really provide (at least what was asked for). */
-	attr->cap.max_send_wr = sq_entries;
-	attr->cap.max_recv_wr = attr->srq ? 0 : rq_entries;
-	attr->cap.max_send_sge = attr->qp_type == IB_QPT_UD ?
-				 NTRDMA_UD_MAX_SGE : NTRDMA_MAX_SGE;
-	attr->cap.max_recv_sge = attr->srq ? 0 : NTRDMA_MAX_SGE;
-	attr->cap.max_inline_data = NTRDMA_MAX_INLINE;
-	qp->cap = attr->cap;
+	rc = udata ? qp_map_user(qp, udata) : 0;
+	if (rc)
+		goto err_xa;
+	qp_set_caps(qp, attr);
 	xa_store(&nib->qp_xa, qpn, qp, GFP_KERNEL);
 	return 0;
 
@@ -472,34 +496,11 @@ static void ntrdma_qp_export_state(struct ntrdma_qp *qp, enum ib_qp_state cur,
 		ntrdma_export_qp(qp, false);
 }
 
-int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
-		     int mask, struct ib_udata *udata)
+/* The attributes @mask names, checked already, into @qp. */
+static void qp_apply_attr(struct ntrdma_qp *qp, const struct ib_qp_attr *attr,
+			  int mask)
 {
-	struct ntrdma_qp *qp = to_nqp(ibqp);
-	enum ib_qp_state cur, next;
-	unsigned long flags;
-	bool ib_ok;
-	int rc;
-
-	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
-		return -EOPNOTSUPP;
-	rc = ntrdma_check_udata_in(udata);
-	if (rc)
-		return rc;
-
-	mutex_lock(&qp->lock);
-	cur = qp->state;
-	rc = -EINVAL;
-	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur)
-		goto out;
-	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
-	ib_ok = ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask);
-	if (!ib_ok && !ntrdma_cm_modify_ok(qp, cur, next, attr, mask))
-		goto out;
-	rc = ntrdma_check_qp_attr(attr, mask);
-	if (rc)
-		goto out;
-
+	lockdep_assert_held(&qp->lock);
 	if (mask & IB_QP_ACCESS_FLAGS)
 		qp->qp_access_flags = attr->qp_access_flags;
 	if (mask & IB_QP_PKEY_INDEX)
@@ -513,7 +514,8 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		qp->ah_attr = attr->ah_attr;
 		qp->ah_attr.grh.sgid_attr = NULL;
 		WRITE_ONCE(qp->loopback,
-			   ntrdma_ib_av_is_local(ibqp->device, &attr->ah_attr));
+			   ntrdma_ib_av_is_local(qp->ibqp.device,
+						 &attr->ah_attr));
 	}
 	if (mask & IB_QP_PATH_MTU)
 		qp->path_mtu = attr->path_mtu;
@@ -535,14 +537,20 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 		qp->retry_cnt = attr->retry_cnt;
 	if (mask & IB_QP_RNR_RETRY)
 		qp->rnr_retry = attr->rnr_retry;
+}
 
-	spin_lock_irqsave(&qp->sq_lock, flags);
-	if (qp->state != cur && next != IB_QPS_RESET &&
-	    next != IB_QPS_ERR) {
-		/* The data path failed the QP meanwhile. */
-		spin_unlock_irqrestore(&qp->sq_lock, flags);
-		goto out;
-	}
+/*
+ * @qp goes from @cur to @next, each side's state reset as it starts; false
+ * when the data path failed it meanwhile and @next is neither RESET nor
+ * ERR: it stays in ERR.
+ */
+static bool qp_enter_state(struct ntrdma_qp *qp, enum ib_qp_state cur,
+			   enum ib_qp_state next,
+			   const struct ib_qp_attr *attr, int mask)
+{
+	lockdep_assert_held(&qp->sq_lock);
+	if (qp->state != cur && next != IB_QPS_RESET && next != IB_QPS_ERR)
+		return false;
 	if (next == IB_QPS_RESET && cur != IB_QPS_RESET)
 		ntrdma_qp_reset_locked(qp);
 	if (next == IB_QPS_RTR && cur != IB_QPS_RTR)
@@ -559,8 +567,42 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 				 attr->en_sqd_async_notify;
 		ntrdma_qp_sq_drained(qp);
 	}
+	return true;
+}
+
+int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
+		     int mask, struct ib_udata *udata)
+{
+	struct ntrdma_qp *qp = to_nqp(ibqp);
+	enum ib_qp_state cur, next;
+	unsigned long flags;
+	bool entered;
+	int rc;
+
+	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
+		return -EOPNOTSUPP;
+	rc = ntrdma_check_udata_in(udata);
+	if (rc)
+		return rc;
+
+	mutex_lock(&qp->lock);
+	cur = qp->state;
+	rc = -EINVAL;
+	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur)
+		goto out;
+	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
+	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask) &&
+	    !ntrdma_cm_modify_ok(qp, cur, next, attr, mask))
+		goto out;
+	rc = ntrdma_check_qp_attr(attr, mask);
+	if (rc)
+		goto out;
+	qp_apply_attr(qp, attr, mask);
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	entered = qp_enter_state(qp, cur, next, attr, mask);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
-	rc = 0;
+	if (!entered)
+		goto out;	/* 0: the data path's ERR (and its event) stands */
 	ntrdma_qp_export_state(qp, cur, next, mask);
 	/* Work posted before RTS, or answers owed since RTR. */
 	if (next == IB_QPS_RTS)

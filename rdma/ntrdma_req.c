@@ -97,16 +97,50 @@ static void sge_advance(const struct ntrdma_rsge *sg, u32 nsg, u32 *i,
 }
 
 /*
+ * Take the MRs of the WQE's SGEs, each with @access over its range, and
+ * add up their lengths in @len: 0 or the completion status it fails with.
+ */
+static int req_take_sges(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
+			 int access, u64 *len)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	const struct ntrdma_send_wqe *q = &w->w;
+	struct ntrdma_mr *mr;
+	u32 i;
+
+	*len = 0;
+	if (q->num_sge > qp->cap.max_send_sge)
+		return IB_WC_LOC_LEN_ERR;
+	for (i = 0; i < q->num_sge; i++) {
+		const struct ntrdma_sge *s = &q->sge[i];
+
+		if (!s->length)
+			continue;
+		*len += s->length;
+		if (*len > NTRDMA_VX_MAX_MSG)
+			return IB_WC_LOC_LEN_ERR;
+		mr = ntrdma_mr_get(nib, s->lkey, qp->ibqp.pd, access);
+		if (!mr)
+			return IB_WC_LOC_PROT_ERR;
+		w->sge[w->nsge].mr = mr;
+		w->sge[w->nsge].addr = s->addr;
+		w->sge[w->nsge].len = s->length;
+		w->nsge++;
+		if (ntrdma_mr_check(mr, s->addr, s->length))
+			return IB_WC_LOC_PROT_ERR;
+	}
+	return 0;
+}
+
+/*
  * Check a WQE just copied out of the ring and take its local MRs. Returns
  * 0 or the completion status it fails with.
  */
 static int req_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
-	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
 	const struct ntrdma_send_wqe *q = &w->w;
-	int access = 0;
-	u64 len = 0;
-	u32 i;
+	int access = 0, st;
+	u64 len;
 
 	w->nsge = 0;
 	if (q->opcode == IB_WR_RDMA_READ_WITH_INV) {
@@ -155,27 +189,9 @@ static int req_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		w->len = q->inline_len;
 		return 0;
 	}
-	if (q->num_sge > qp->cap.max_send_sge)
-		return IB_WC_LOC_LEN_ERR;
-	for (i = 0; i < q->num_sge; i++) {
-		const struct ntrdma_sge *s = &q->sge[i];
-		struct ntrdma_mr *mr;
-
-		if (!s->length)
-			continue;
-		len += s->length;
-		if (len > NTRDMA_VX_MAX_MSG)
-			return IB_WC_LOC_LEN_ERR;
-		mr = ntrdma_mr_get(nib, s->lkey, qp->ibqp.pd, access);
-		if (!mr)
-			return IB_WC_LOC_PROT_ERR;
-		w->sge[w->nsge].mr = mr;
-		w->sge[w->nsge].addr = s->addr;
-		w->sge[w->nsge].len = s->length;
-		w->nsge++;
-		if (ntrdma_mr_check(mr, s->addr, s->length))
-			return IB_WC_LOC_PROT_ERR;
-	}
+	st = req_take_sges(qp, w, access, &len);
+	if (st)
+		return st;
 	if ((q->opcode == IB_WR_ATOMIC_CMP_AND_SWP ||
 	     q->opcode == IB_WR_ATOMIC_FETCH_AND_ADD) && len < 8)
 		return IB_WC_LOC_LEN_ERR;
@@ -428,6 +444,112 @@ static int req_pull(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	return rc;
 }
 
+/*
+ * What a WQE does without a message of its own: local operations, WRITEs
+ * placed and small READs pulled directly. -EAGAIN: the message path takes
+ * it (a WRITE_WITH_IMM placed here still sends its notice); else what
+ * req_send_wqe() returns.
+ */
+static int req_direct(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	int n;
+
+	switch (w->w.opcode) {
+	case IB_WR_REG_MR:
+	case IB_WR_LOCAL_INV:
+	case IB_WR_BIND_MW:
+		req_local_op(qp, w);
+		return 0;
+	case IB_WR_RDMA_WRITE:
+		return req_write(qp, w);
+	case IB_WR_RDMA_WRITE_WITH_IMM:
+		/* placed, the responder still takes a receive: a notice */
+		n = req_place(qp, w);
+		if (n == 1)
+			return 0;
+		return n ? n : -EAGAIN;
+	case IB_WR_RDMA_READ:
+		return req_pull(qp, w);
+	default:
+		return -EAGAIN;
+	}
+}
+
+/* A READ or atomic request: one segment without payload. */
+static int req_send_request(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
+			    struct ntrdma_vx_hdr *h, u8 first)
+{
+	switch (w->w.opcode) {
+	case IB_WR_RDMA_READ:
+		h->op = NTRDMA_VX_READ_REQ;
+		break;
+	case IB_WR_ATOMIC_FETCH_AND_ADD:
+		h->flags = NTRDMA_VX_FADD;
+		fallthrough;
+	default:
+		h->op = NTRDMA_VX_ATOMIC_REQ;
+		h->total = 8;
+		h->cmp_add = w->w.compare_add;
+		h->swap = w->w.swap;
+		break;
+	}
+	h->flags |= first | NTRDMA_VX_LAST;
+	return ntrdma_vx_send(qp, h, NULL, 0, NULL, 0, 0, 0) < 0 ? -EAGAIN : 0;
+}
+
+/* The flags a SEND or WRITE carries in every segment. */
+static void req_payload_flags(const struct ntrdma_swqe *w,
+			      struct ntrdma_vx_hdr *h)
+{
+	if (w->w.opcode == IB_WR_SEND_WITH_IMM ||
+	    w->w.opcode == IB_WR_RDMA_WRITE_WITH_IMM)
+		h->flags |= NTRDMA_VX_IMM;
+	if (w->w.opcode == IB_WR_SEND_WITH_INV) {
+		h->flags |= NTRDMA_VX_INV;
+		h->rkey = w->w.imm_data;
+	}
+	if (w->w.flags & IB_SEND_SOLICITED)
+		h->flags |= NTRDMA_VX_SOLICITED;
+}
+
+/* A SEND's or WRITE's segments from w->sent on: 0 when all are out. */
+static int req_send_payload(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
+			    struct ntrdma_vx_hdr *h, u8 first)
+{
+	u32 want;
+	int n;
+
+	if (w->direct) {	/* WRITE_WITH_IMM placed: its notice alone */
+		h->flags |= first | NTRDMA_VX_LAST | NTRDMA_VX_PLACED;
+		n = ntrdma_vx_send(qp, h, NULL, 0, NULL, 0, 0, 0);
+		return n < 0 ? n : 0;
+	}
+	if (w->w.flags & IB_SEND_INLINE) {
+		h->flags |= first;
+		n = ntrdma_vx_send(qp, h, w->w.inline_data, w->len, NULL, 0,
+				   0, 0);
+		return n < 0 ? n : 0;
+	}
+	do {
+		h->offset = w->sent;
+		h->flags &= ~(NTRDMA_VX_FIRST | NTRDMA_VX_LAST |
+			      NTRDMA_VX_SKIPPED);
+		if (!w->sent)
+			h->flags |= first;
+		want = min_t(u32, w->len - w->sent,
+			     NTRDMA_VX_BUF - sizeof(*h));
+		n = ntrdma_vx_send(qp, h, NULL, 0, &w->sge[w->sge_i],
+				   w->nsge - w->sge_i, w->sge_off, want);
+		if (n < 0)
+			return n;
+		if (!n && want)
+			return -EFAULT;
+		w->sent += n;
+		sge_advance(w->sge, w->nsge, &w->sge_i, &w->sge_off, n);
+	} while (w->sent < w->len);
+	return 0;
+}
+
 /* Send what the WQE at sq_send still has to send: 0 when all of it. */
 static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
@@ -440,56 +562,20 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		.imm = w->w.imm_data,
 		.raddr = w->w.remote_addr,
 	};
-	u32 want;
 	u8 first;
 	int n;
 
 	if (qp->ibqp.qp_type == IB_QPT_UD)
 		return ntrdma_ud_send_wqe(qp, w);
-	switch (w->w.opcode) {
-	case IB_WR_REG_MR:
-	case IB_WR_LOCAL_INV:
-	case IB_WR_BIND_MW:
-		req_local_op(qp, w);
-		return 0;
-	case IB_WR_RDMA_WRITE:
-		n = req_write(qp, w);
-		if (n != -EAGAIN)
-			return n;
-		break;
-	case IB_WR_RDMA_WRITE_WITH_IMM:
-		/* placed, the responder still takes a receive: a notice */
-		n = req_place(qp, w);
-		if (n == 1)
-			return 0;
-		if (n && n != -EAGAIN)
-			return n;
-		break;
-	case IB_WR_RDMA_READ:
-		n = req_pull(qp, w);
-		if (n != -EAGAIN)
-			return n;
-		break;
-	}
+	n = req_direct(qp, w);
+	if (n != -EAGAIN)
+		return n;
 	first = req_first_flags(qp, w);
-
 	switch (w->w.opcode) {
 	case IB_WR_RDMA_READ:
-		h.op = NTRDMA_VX_READ_REQ;
-		h.flags = first | NTRDMA_VX_LAST;
-		return ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0) < 0 ?
-			-EAGAIN : 0;
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
-		h.flags = NTRDMA_VX_FADD;
-		fallthrough;
 	case IB_WR_ATOMIC_CMP_AND_SWP:
-		h.op = NTRDMA_VX_ATOMIC_REQ;
-		h.flags |= first | NTRDMA_VX_LAST;
-		h.total = 8;
-		h.cmp_add = w->w.compare_add;
-		h.swap = w->w.swap;
-		return ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0) < 0 ?
-			-EAGAIN : 0;
+		return req_send_request(qp, w, &h, first);
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 		h.op = NTRDMA_VX_WRITE;
@@ -498,45 +584,8 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		h.op = NTRDMA_VX_SEND;
 		break;
 	}
-	if (w->w.opcode == IB_WR_SEND_WITH_IMM ||
-	    w->w.opcode == IB_WR_RDMA_WRITE_WITH_IMM)
-		h.flags |= NTRDMA_VX_IMM;
-	if (w->w.opcode == IB_WR_SEND_WITH_INV) {
-		h.flags |= NTRDMA_VX_INV;
-		h.rkey = w->w.imm_data;
-	}
-	if (w->w.flags & IB_SEND_SOLICITED)
-		h.flags |= NTRDMA_VX_SOLICITED;
-	if (w->direct) {	/* WRITE_WITH_IMM placed: its notice alone */
-		h.flags |= first | NTRDMA_VX_LAST | NTRDMA_VX_PLACED;
-		n = ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0);
-		return n < 0 ? n : 0;
-	}
-
-	if (w->w.flags & IB_SEND_INLINE) {
-		h.flags |= first;
-		n = ntrdma_vx_send(qp, &h, w->w.inline_data, w->len, NULL, 0,
-				   0, 0);
-		return n < 0 ? n : 0;
-	}
-	do {
-		h.offset = w->sent;
-		h.flags &= ~(NTRDMA_VX_FIRST | NTRDMA_VX_LAST |
-			     NTRDMA_VX_SKIPPED);
-		if (!w->sent)
-			h.flags |= first;
-		want = min_t(u32, w->len - w->sent,
-			     NTRDMA_VX_BUF - sizeof(h));
-		n = ntrdma_vx_send(qp, &h, NULL, 0, &w->sge[w->sge_i],
-				   w->nsge - w->sge_i, w->sge_off, want);
-		if (n < 0)
-			return n;
-		if (!n && want)
-			return -EFAULT;
-		w->sent += n;
-		sge_advance(w->sge, w->nsge, &w->sge_i, &w->sge_off, n);
-	} while (w->sent < w->len);
-	return 0;
+	req_payload_flags(w, &h);
+	return req_send_payload(qp, w, &h, first);
 }
 
 /* Copy new WQEs out of the ring; -EINVAL if the user index is broken. */
@@ -788,87 +837,123 @@ static int syn_status(u8 syn)
  * An answer from the responder (ACK/NAK, READ or atomic response), in the
  * rx work. Everything in it is checked against our own WQEs first.
  */
+/*
+ * The index of the WQE @h answers, or -1: only a WQE that went out (at
+ * least started) and is not done yet can be answered.
+ */
+static s64 req_rx_wqe(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+{
+	struct ntrdma_swqe *w;
+	u32 cons = qp->sq.kpos;
+	int d;
+
+	if ((qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) ||
+	    h->src_qpn != qp->dest_qp_num || cons == qp->sq_fetched)
+		return -1;
+	d = ntrdma_vx_msn_diff(h->msn, swqe(qp, cons)->msn);
+	if (d < 0 || (u32)d >= (u32)(qp->sq_send - cons) + 1 ||
+	    (u32)d >= (u32)(qp->sq_fetched - cons))
+		return -1;
+	w = swqe(qp, cons + d);
+	if (!w->started || w->done)
+		return -1;
+	return cons + d;
+}
+
+/* An ACK or NAK for the WQE at @idx: 0, or -EINVAL to drop it. */
+static int req_rx_ack(struct ntrdma_qp *qp, struct ntrdma_swqe *w, u32 idx,
+		      const struct ntrdma_vx_hdr *h)
+{
+	if (h->syndrome == NTRDMA_VX_SYN_OK) {
+		if (!w->out || is_rd_atomic(w->w.opcode))
+			return -EINVAL;
+		req_ack_upto(qp, idx + 1);
+		qp->rnr_left = qp->rnr_retry;
+		return 0;
+	}
+	ntrdma_hw_add(qp, h->syndrome == NTRDMA_VX_SYN_RNR ?
+		      NTRDMA_HW_RNR_NAK_RCVD : NTRDMA_HW_NAK_RCVD, 1);
+	req_ack_upto(qp, idx);
+	if (h->syndrome == NTRDMA_VX_SYN_RNR)
+		req_rnr(qp, idx, h->rnr_timer);
+	else if (h->syndrome == NTRDMA_VX_SYN_NO_QP)
+		req_no_qp(qp, idx);
+	else
+		req_fail(qp, idx, syn_status(h->syndrome));
+	return 0;
+}
+
+/* A READ's data, in order, into its SGEs: 0, or -EINVAL to drop it. */
+static int req_rx_read_resp(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
+			    u32 idx, const struct ntrdma_vx_hdr *h,
+			    const void *payload, u32 len)
+{
+	if (w->w.opcode != IB_WR_RDMA_READ || h->total != w->len ||
+	    h->offset != w->rcvd)
+		return -EINVAL;
+	req_ack_upto(qp, idx);
+	if (ntrdma_rsge_scatter(w->sge, w->nsge, h->offset, payload, len)) {
+		w->status = IB_WC_LOC_PROT_ERR;
+		w->done = true;
+		qp->rd_out--;
+		return 0;
+	}
+	w->rcvd += len;
+	if (w->rcvd == w->len) {
+		w->done = true;
+		qp->rd_out--;
+	}
+	return 0;
+}
+
+/* An atomic's original value: 0, or -EINVAL to drop it. */
+static int req_rx_atomic_resp(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
+			      u32 idx, const struct ntrdma_vx_hdr *h)
+{
+	if (w->w.opcode != IB_WR_ATOMIC_CMP_AND_SWP &&
+	    w->w.opcode != IB_WR_ATOMIC_FETCH_AND_ADD)
+		return -EINVAL;
+	req_ack_upto(qp, idx);
+	if (ntrdma_rsge_scatter(w->sge, w->nsge, 0, &h->cmp_add, 8))
+		w->status = IB_WC_LOC_PROT_ERR;
+	w->done = true;
+	qp->rd_out--;
+	return 0;
+}
+
 void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		   const void *payload, u32 len)
 {
 	struct ntrdma_swqe *w;
 	unsigned long flags;
-	u32 cons, idx;
-	int d;
+	s64 idx;
+	int rc;
 
 	spin_lock_irqsave(&qp->sq_lock, flags);
-	if ((qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) ||
-	    h->src_qpn != qp->dest_qp_num)
+	idx = req_rx_wqe(qp, h);
+	if (idx < 0)
 		goto drop;
-	cons = qp->sq.kpos;
-	if (cons == qp->sq_fetched)
-		goto drop;
-	d = ntrdma_vx_msn_diff(h->msn, swqe(qp, cons)->msn);
-	/* Only a WQE that went out (at least started) can be answered. */
-	if (d < 0 || (u32)d >= (u32)(qp->sq_send - cons) + 1 ||
-	    (u32)d >= (u32)(qp->sq_fetched - cons))
-		goto drop;
-	idx = cons + d;
 	w = swqe(qp, idx);
-	if (!w->started || w->done)
-		goto drop;
 	qp->rx_msgs++;
 	qp->ack_progress++;
 	if (h->op != NTRDMA_VX_ACK || h->syndrome != NTRDMA_VX_SYN_NO_QP)
 		qp->no_qp_left = qp->retry_cnt;	/* the peer QP answers */
-
 	switch (h->op) {
 	case NTRDMA_VX_ACK:
-		if (h->syndrome == NTRDMA_VX_SYN_OK) {
-			if (!w->out || is_rd_atomic(w->w.opcode))
-				goto drop;
-			req_ack_upto(qp, idx + 1);
-			qp->rnr_left = qp->rnr_retry;
-		} else if (h->syndrome == NTRDMA_VX_SYN_RNR) {
-			ntrdma_hw_add(qp, NTRDMA_HW_RNR_NAK_RCVD, 1);
-			req_ack_upto(qp, idx);
-			req_rnr(qp, idx, h->rnr_timer);
-		} else if (h->syndrome == NTRDMA_VX_SYN_NO_QP) {
-			ntrdma_hw_add(qp, NTRDMA_HW_NAK_RCVD, 1);
-			req_ack_upto(qp, idx);
-			req_no_qp(qp, idx);
-		} else {
-			ntrdma_hw_add(qp, NTRDMA_HW_NAK_RCVD, 1);
-			req_ack_upto(qp, idx);
-			req_fail(qp, idx, syn_status(h->syndrome));
-		}
+		rc = req_rx_ack(qp, w, idx, h);
 		break;
 	case NTRDMA_VX_READ_RESP:
-		if (w->w.opcode != IB_WR_RDMA_READ || h->total != w->len ||
-		    h->offset != w->rcvd)
-			goto drop;
-		req_ack_upto(qp, idx);
-		if (ntrdma_rsge_scatter(w->sge, w->nsge, h->offset, payload,
-					len)) {
-			w->status = IB_WC_LOC_PROT_ERR;
-			w->done = true;
-			qp->rd_out--;
-			break;
-		}
-		w->rcvd += len;
-		if (w->rcvd == w->len) {
-			w->done = true;
-			qp->rd_out--;
-		}
+		rc = req_rx_read_resp(qp, w, idx, h, payload, len);
 		break;
 	case NTRDMA_VX_ATOMIC_RESP:
-		if (w->w.opcode != IB_WR_ATOMIC_CMP_AND_SWP &&
-		    w->w.opcode != IB_WR_ATOMIC_FETCH_AND_ADD)
-			goto drop;
-		req_ack_upto(qp, idx);
-		if (ntrdma_rsge_scatter(w->sge, w->nsge, 0, &h->cmp_add, 8))
-			w->status = IB_WC_LOC_PROT_ERR;
-		w->done = true;
-		qp->rd_out--;
+		rc = req_rx_atomic_resp(qp, w, idx, h);
 		break;
 	default:
-		goto drop;
+		rc = -EINVAL;
+		break;
 	}
+	if (rc)
+		goto drop;
 	/* More requests leave at the end of the receive pass (ntrdma_vx.c). */
 	req_complete(qp);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);

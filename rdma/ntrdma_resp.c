@@ -442,10 +442,35 @@ out:
  * when the transport is full (the QP waits for its wake-up). A fatal NAK
  * puts the QP in ERR once sent.
  */
+/* A READ's data from r->sent on: 0 when all of it is out, else negative. */
+static int resp_send_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r,
+			  struct ntrdma_vx_hdr *h)
+{
+	struct ntrdma_rsge sg;
+	int n;
+
+	h->op = NTRDMA_VX_READ_RESP;
+	h->total = r->total;
+	do {
+		h->offset = r->sent;
+		sg.mr = r->mr;
+		sg.addr = r->raddr + r->sent;
+		sg.len = r->total - r->sent;
+		n = ntrdma_vx_send(qp, h, NULL, 0, &sg, 1, 0,
+				   min_t(u32, sg.len,
+					 NTRDMA_VX_BUF - sizeof(*h)));
+		if (n < 0)
+			return n;
+		if (!n && r->sent < r->total)
+			return -EFAULT;
+		r->sent += n;
+	} while (r->sent < r->total);
+	return 0;
+}
+
 int ntrdma_resp_tx(struct ntrdma_qp *qp)
 {
 	struct ntrdma_vx_hdr h;
-	struct ntrdma_rsge sg;
 	struct ntrdma_rsp *r;
 	int n;
 
@@ -470,24 +495,7 @@ int ntrdma_resp_tx(struct ntrdma_qp *qp)
 			n = ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0);
 			break;
 		default:
-			h.op = NTRDMA_VX_READ_RESP;
-			h.offset = r->sent;
-			h.total = r->total;
-			sg.mr = r->mr;
-			sg.addr = r->raddr + r->sent;
-			sg.len = r->total - r->sent;
-			n = ntrdma_vx_send(qp, &h, NULL, 0, &sg, 1, 0,
-					   min_t(u32, sg.len,
-						 NTRDMA_VX_BUF - sizeof(h)));
-			if (n >= 0) {
-				r->sent += n;
-				if (r->sent < r->total) {
-					if (!n)
-						n = -EFAULT;
-					else
-						continue;
-				}
-			}
+			n = resp_send_read(qp, r, &h);
 			break;
 		}
 		if (n == -ENOSPC) {

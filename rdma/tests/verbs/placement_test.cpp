@@ -86,6 +86,42 @@ class Placement : public DataPath {
         return false;
     }
 
+    // Ten rounds: a stream of unsignalled WRITEs into a fresh MR of b_,
+    // then @revoke(that MR) while it runs (it must return 0), then more
+    // WRITEs with the old key and addresses. The old pages, poisoned as
+    // soon as @revoke returned, must stay poisoned.
+    void NothingLandsAfter(const std::function<int(Buf*)>& revoke) {
+        const size_t len = 16384;
+        for (int round = 0; round < 10; round++) {
+            SCOPED_TRACE("round " + std::to_string(round));
+            Conn c = Connect();
+            Buf* src = Reg(a_, len, kLocal);
+            Buf* dst = Reg(b_, len, kRemoteAll);
+            ASSERT_FALSE(HasFailure());
+            Fill(src->p(), len, round + 3);
+            ASSERT_TRUE(WaitDirect(c, src, dst));
+            for (int i = 0; i < 48; i++) {
+                Wr w = WriteWr(100 + i, src->sge(0, len), dst);
+                w.flags = i == 47 ? IBV_SEND_SIGNALED : 0;
+                ASSERT_EQ(Post(c.a, w), 0);
+            }
+            std::vector<uint8_t>& pages = dst->mem;
+            Wr late = WriteWr(200, src->sge(0, len), dst);
+            ASSERT_EQ(revoke(dst), 0);
+            std::memset(pages.data(), 0x5A, len);
+            // More WRITEs with the stale key, while the old ones may finish.
+            for (int i = 0; i < 8; i++) {
+                late.wr_id = 200 + i;
+                Post(c.a, late);  // may fail: the QP may be in ERR already
+            }
+            std::this_thread::sleep_for(milliseconds(300));
+            Drain(a_.scq, 200);
+            for (size_t i = 0; i < len; i++) {
+                ASSERT_EQ(pages[i], 0x5A) << "byte " << i << " written after the MR went";
+            }
+        }
+    }
+
     // A connection whose WRITEs from *src (a_, @len) to *dst (b_) are
     // placed directly (fatal failure otherwise).
     void ConnectDirect(size_t len, Conn* c, Buf** src, Buf** dst) {
@@ -149,36 +185,17 @@ TEST_F(Placement, WriteThenSendOrderedByContent) {
 // After dereg returns, no byte of a WRITE lands in the pages: writes in
 // flight at the time finish before, later ones fail (REM_ACCESS_ERR).
 TEST_F(Placement, NothingLandsAfterDeregUnderWriteStream) {
-    const size_t len = 16384;
-    for (int round = 0; round < 10; round++) {
-        SCOPED_TRACE("round " + std::to_string(round));
-        Conn c = Connect();
-        Buf* src = Reg(a_, len, kLocal);
-        Buf* dst = Reg(b_, len, kRemoteAll);
-        ASSERT_FALSE(HasFailure());
-        Fill(src->p(), len, round + 3);
-        ASSERT_TRUE(WaitDirect(c, src, dst));
-        // A stream of unsignalled WRITEs, then dereg while it runs.
-        for (int i = 0; i < 48; i++) {
-            Wr w = WriteWr(100 + i, src->sge(0, len), dst);
-            w.flags = i == 47 ? IBV_SEND_SIGNALED : 0;
-            ASSERT_EQ(Post(c.a, w), 0);
-        }
-        std::vector<uint8_t>& pages = dst->mem;
-        Wr late = WriteWr(200, src->sge(0, len), dst);
-        ASSERT_EQ(Dereg(dst), 0);
-        std::memset(pages.data(), 0x5A, len);
-        // More WRITEs with the stale key, while the old ones may finish.
-        for (int i = 0; i < 8; i++) {
-            late.wr_id = 200 + i;
-            Post(c.a, late);  // may fail: the QP may be in ERR already
-        }
-        std::this_thread::sleep_for(milliseconds(300));
-        Drain(a_.scq, 200);
-        for (size_t i = 0; i < len; i++) {
-            ASSERT_EQ(pages[i], 0x5A) << "byte " << i << " written after dereg returned";
-        }
-    }
+    NothingLandsAfter([this](Buf* dst) { return Dereg(dst); });
+}
+
+// ibv_rereg_mr() onto other pages under the same keys: once it returned,
+// the old pages are reached by nothing, not even WRITEs already streaming.
+TEST_F(Placement, NothingLandsInTheOldPagesAfterReregUnderWriteStream) {
+    std::vector<uint8_t> other(16384);
+    NothingLandsAfter([&other](Buf* dst) {
+        return ibv_rereg_mr(dst->mr, IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, other.data(),
+                            other.size(), 0);
+    });
 }
 
 // A stale key (its MR deregistered, the index reused) never reaches the
