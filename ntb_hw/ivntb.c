@@ -975,11 +975,71 @@ static void ivntb_add_probe(struct ivntb_dev *iv)
 	iv->probe = ivprobe_create(&port, ivntb_debugfs);
 }
 
+/*
+ * BAR 0 (ivshmem's registers: our port number) and the shared register
+ * file in BAR 2, checked and our block reset. Undone by ivntb_unmap_regs().
+ */
+static int ivntb_map_regs(struct ivntb_dev *iv, struct pci_dev *pdev)
+{
+	resource_size_t regs_len = pci_resource_len(pdev, 2);
+	int rc = -ENODEV;
+	u32 pos;
+
+	iv->mmio = pci_iomap(pdev, 0, 0);
+	if (!iv->mmio)
+		return -ENOMEM;
+	pos = ioread32(iv->mmio + IVSHMEM_REG_IVPOSITION);
+	if (pos >= IVNTB_PORTS || regs_len < IVNTB_PORTS * IVNTB_BLOCK_SIZE) {
+		dev_err(&pdev->dev, "not an NTB port: id %u, register file %pa bytes\n",
+			pos, &regs_len);
+		goto err_unmap;
+	}
+	iv->port = pos;
+	iv->peer_port = pos ^ 1;
+	iv->regs = memremap(pci_resource_start(pdev, 2),
+			    IVNTB_PORTS * IVNTB_BLOCK_SIZE, MEMREMAP_WB);
+	if (!iv->regs) {
+		rc = -ENOMEM;
+		goto err_unmap;
+	}
+	iv->lblk = (u8 *)iv->regs + iv->port * IVNTB_BLOCK_SIZE;
+	iv->pblk = (u8 *)iv->regs + iv->peer_port * IVNTB_BLOCK_SIZE;
+	if (blk_read(iv->lblk, IVNTB_OFF_MAGIC) != IVNTB_MAGIC) {
+		dev_err(&pdev->dev, "register file not initialised by the ivshmem server\n");
+		memunmap(iv->regs);
+		goto err_unmap;
+	}
+	/* Function reset: link disabled, no doorbells, messages or spads. */
+	memset((u8 *)iv->lblk + IVNTB_DRV_OFF_FIRST, 0,
+	       IVNTB_BLOCK_SIZE - IVNTB_DRV_OFF_FIRST);
+	return 0;
+
+err_unmap:
+	pci_iounmap(pdev, iv->mmio);
+	return rc;
+}
+
+static void ivntb_unmap_regs(struct ivntb_dev *iv, struct pci_dev *pdev)
+{
+	memunmap(iv->regs);
+	pci_iounmap(pdev, iv->mmio);
+}
+
+/* The port's DMA engine (part of function 0: it shares its identity map). */
+static void ivntb_add_dma(struct ivntb_dev *iv, struct pci_dev *pdev)
+{
+	if (!dma_engine || !iv->fn[IVNTB_FN_FLAT])
+		return;
+	iv->dma = ivdma_create(&pdev->dev, iv->flat_phys, iv->flat_size);
+	if (IS_ERR(iv->dma)) {
+		dev_warn(&pdev->dev, "no DMA engine: %ld\n", PTR_ERR(iv->dma));
+		iv->dma = NULL;
+	}
+}
+
 static int ivntb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	struct ivntb_dev *iv;
-	resource_size_t regs_len;
-	u32 pos;
 	int rc;
 
 	/* Only function 0 with MSI-X (ivshmem-doorbell) is an NTB port. */
@@ -1000,39 +1060,9 @@ static int ivntb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (rc)
 		goto err_disable;
 	pci_set_master(pdev);
-
-	iv->mmio = pci_iomap(pdev, 0, 0);
-	if (!iv->mmio) {
-		rc = -ENOMEM;
+	rc = ivntb_map_regs(iv, pdev);
+	if (rc)
 		goto err_release;
-	}
-	regs_len = pci_resource_len(pdev, 2);
-	pos = ioread32(iv->mmio + IVSHMEM_REG_IVPOSITION);
-	if (pos >= IVNTB_PORTS || regs_len < IVNTB_PORTS * IVNTB_BLOCK_SIZE) {
-		dev_err(&pdev->dev, "not an NTB port: id %u, register file %pa bytes\n",
-			pos, &regs_len);
-		rc = -ENODEV;
-		goto err_unmap;
-	}
-	iv->port = pos;
-	iv->peer_port = pos ^ 1;
-	iv->regs = memremap(pci_resource_start(pdev, 2),
-			    IVNTB_PORTS * IVNTB_BLOCK_SIZE, MEMREMAP_WB);
-	if (!iv->regs) {
-		rc = -ENOMEM;
-		goto err_unmap;
-	}
-	iv->lblk = (u8 *)iv->regs + iv->port * IVNTB_BLOCK_SIZE;
-	iv->pblk = (u8 *)iv->regs + iv->peer_port * IVNTB_BLOCK_SIZE;
-	if (blk_read(iv->lblk, IVNTB_OFF_MAGIC) != IVNTB_MAGIC) {
-		dev_err(&pdev->dev, "register file not initialised by the ivshmem server\n");
-		rc = -ENODEV;
-		goto err_unmap_regs;
-	}
-	/* Function reset: link disabled, no doorbells, messages or spads. */
-	memset((u8 *)iv->lblk + IVNTB_DRV_OFF_FIRST, 0,
-	       IVNTB_BLOCK_SIZE - IVNTB_DRV_OFF_FIRST);
-
 	rc = ivntb_map_windows(iv);
 	if (rc)
 		goto err_put_fns;
@@ -1047,17 +1077,7 @@ static int ivntb_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	rc = ivntb_setup_irqs(iv);
 	if (rc)
 		goto err_dma_ops;
-
-	/* The engine is part of function 0 (it shares its identity map). */
-	if (dma_engine && iv->fn[IVNTB_FN_FLAT]) {
-		iv->dma = ivdma_create(&pdev->dev, iv->flat_phys,
-				       iv->flat_size);
-		if (IS_ERR(iv->dma)) {
-			dev_warn(&pdev->dev, "no DMA engine: %ld\n",
-				 PTR_ERR(iv->dma));
-			iv->dma = NULL;
-		}
-	}
+	ivntb_add_dma(iv, pdev);
 
 	iv->ntb.pdev = pdev;
 	iv->ntb.topo = NTB_TOPO_CROSSLINK;
@@ -1081,10 +1101,7 @@ err_unmap_ap:
 	memunmap(iv->ap_virt);
 err_put_fns:
 	ivntb_put_fns(iv);
-err_unmap_regs:
-	memunmap(iv->regs);
-err_unmap:
-	pci_iounmap(pdev, iv->mmio);
+	ivntb_unmap_regs(iv, pdev);
 err_release:
 	pci_clear_master(pdev);
 	pci_release_regions(pdev);
@@ -1117,8 +1134,7 @@ static void ivntb_remove(struct pci_dev *pdev)
 	pci_set_drvdata(pdev, NULL);
 	memunmap(iv->ap_virt);
 	ivntb_put_fns(iv);
-	memunmap(iv->regs);
-	pci_iounmap(pdev, iv->mmio);
+	ivntb_unmap_regs(iv, pdev);
 	pci_clear_master(pdev);
 	pci_release_regions(pdev);
 	pci_disable_device(pdev);

@@ -435,20 +435,14 @@ static const struct ib_device_ops ntrdma_ib_ops = {
 
 /* ---- registration ---- */
 
-static int ntrdma_ib_add(struct ntrdma_dev *ndev, void **priv)
+/* A new verbs device's tables, empty. */
+static struct ntrdma_ib *ntrdma_nib_alloc(struct ntrdma_dev *ndev)
 {
-	struct net_device *netdev = ntrdma_dev_netdev(ndev);
-	struct ntrdma_ib *nib;
-	struct ib_device *ibdev;
-	int rc;
+	struct ntrdma_ib *nib = ib_alloc_device(ntrdma_ib, ibdev);
 
-	if (!netdev)
-		return -ENODEV;
-	nib = ib_alloc_device(ntrdma_ib, ibdev);
 	if (!nib)
-		return -ENOMEM;
+		return NULL;
 	nib->ndev = ndev;
-	ibdev = &nib->ibdev;
 	xa_init_flags(&nib->qp_xa, XA_FLAGS_ALLOC);
 	mutex_init(&nib->qp_lock);
 	xa_init_flags(&nib->cq_xa, XA_FLAGS_ALLOC);
@@ -456,9 +450,26 @@ static int ntrdma_ib_add(struct ntrdma_dev *ndev, void **priv)
 	ida_init(&nib->pd_ida);
 	atomic_set(&nib->num_srq, 0);
 	spin_lock_init(&nib->atomic_lock);
+	return nib;
+}
+
+static void ntrdma_nib_free(struct ntrdma_ib *nib)
+{
+	xa_destroy(&nib->qp_xa);
+	xa_destroy(&nib->cq_xa);
+	mutex_destroy(&nib->qp_lock);
+	ida_destroy(&nib->pd_ida);
+	ib_dealloc_device(&nib->ibdev);
+}
+
+/* The device's parts: keys, transport, loopback, exports, imports, cm. */
+static int ntrdma_nib_parts_init(struct ntrdma_ib *nib)
+{
+	int rc;
+
 	rc = ntrdma_mem_init(nib);
 	if (rc)
-		goto err_dealloc;
+		return rc;
 	rc = ntrdma_vx_init(nib);
 	if (rc)
 		goto err_mem;
@@ -474,39 +485,8 @@ static int ntrdma_ib_add(struct ntrdma_dev *ndev, void **priv)
 	rc = ntrdma_cm_init(nib);
 	if (rc)
 		goto err_rmr;
-
-	ibdev->node_type = RDMA_NODE_IB_CA;
-	ibdev->phys_port_cnt = 1;
-	ibdev->num_comp_vectors = num_online_cpus();
-	ibdev->dev.parent = ntrdma_dev_parent(ndev);
-	strscpy(ibdev->node_desc, "NTRDMA (PCIe NTB)", sizeof(ibdev->node_desc));
-	addrconf_addr_eui48((unsigned char *)&ibdev->node_guid,
-			    netdev->dev_addr);
-	ib_set_device_ops(ibdev, &ntrdma_ib_ops);
-	/*
-	 * Of the data path commands only POST_SEND, the doorbell: receives,
-	 * polls and arming happen on the mapped rings (the core leaves
-	 * POST_RECV, POLL_CQ and REQ_NOTIFY_CQ disabled).
-	 */
-	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND);
-
-	rc = ib_device_set_netdev(ibdev, netdev, 1);
-	if (rc)
-		goto err_cm;
-	strscpy(ibdev->iw_ifname, netdev_name(netdev), sizeof(ibdev->iw_ifname));
-	ibdev->iw_driver_flags = IW_F_NO_PORT_MAP;
-	/* No DMA device: the core uses virtual addresses (as rxe and siw). */
-	rc = ib_register_device(ibdev, "ntrdma%d", NULL);
-	if (rc)
-		goto err_cm;
-	*priv = nib;
-	dev_info(ntrdma_dev_parent(ndev), "%s: verbs device %s on %s\n",
-		 ntrdma_dev_name(ndev), dev_name(&ibdev->dev),
-		 netdev_name(netdev));
 	return 0;
 
-err_cm:
-	ntrdma_cm_fini(nib);
 err_rmr:
 	ntrdma_rmr_fini(nib);
 err_export:
@@ -517,12 +497,79 @@ err_vx:
 	ntrdma_vx_fini(nib, true);	/* nothing was posted yet */
 err_mem:
 	ntrdma_mem_fini(nib);
-err_dealloc:
-	xa_destroy(&nib->qp_xa);
-	xa_destroy(&nib->cq_xa);
-	mutex_destroy(&nib->qp_lock);
-	ida_destroy(&nib->pd_ida);
-	ib_dealloc_device(ibdev);
+	return rc;
+}
+
+/*
+ * The parts go, the transport before the imports it places through. The
+ * session is over; the peer left it unless @peer_quiet says not.
+ */
+static void ntrdma_nib_parts_fini(struct ntrdma_ib *nib, bool peer_quiet)
+{
+	ntrdma_cm_fini(nib);
+	ntrdma_lo_fini(nib);
+	ntrdma_vx_fini(nib, peer_quiet);
+	ntrdma_rmr_fini(nib);
+	ntrdma_export_fini(nib, peer_quiet);
+	ntrdma_mem_fini(nib);
+}
+
+/* What the RDMA core publishes of the device, before it is registered. */
+static void ntrdma_nib_describe(struct ntrdma_ib *nib,
+				struct net_device *netdev)
+{
+	struct ib_device *ibdev = &nib->ibdev;
+
+	ibdev->node_type = RDMA_NODE_IB_CA;
+	ibdev->phys_port_cnt = 1;
+	ibdev->num_comp_vectors = num_online_cpus();
+	ibdev->dev.parent = ntrdma_dev_parent(nib->ndev);
+	strscpy(ibdev->node_desc, "NTRDMA (PCIe NTB)", sizeof(ibdev->node_desc));
+	addrconf_addr_eui48((unsigned char *)&ibdev->node_guid,
+			    netdev->dev_addr);
+	ib_set_device_ops(ibdev, &ntrdma_ib_ops);
+	/*
+	 * Of the data path commands only POST_SEND, the doorbell: receives,
+	 * polls and arming happen on the mapped rings (the core leaves
+	 * POST_RECV, POLL_CQ and REQ_NOTIFY_CQ disabled).
+	 */
+	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND);
+	strscpy(ibdev->iw_ifname, netdev_name(netdev), sizeof(ibdev->iw_ifname));
+	ibdev->iw_driver_flags = IW_F_NO_PORT_MAP;
+}
+
+static int ntrdma_ib_add(struct ntrdma_dev *ndev, void **priv)
+{
+	struct net_device *netdev = ntrdma_dev_netdev(ndev);
+	struct ntrdma_ib *nib;
+	int rc;
+
+	if (!netdev)
+		return -ENODEV;
+	nib = ntrdma_nib_alloc(ndev);
+	if (!nib)
+		return -ENOMEM;
+	rc = ntrdma_nib_parts_init(nib);
+	if (rc)
+		goto err_free;
+	ntrdma_nib_describe(nib, netdev);
+	rc = ib_device_set_netdev(&nib->ibdev, netdev, 1);
+	if (rc)
+		goto err_parts;
+	/* No DMA device: the core uses virtual addresses (as rxe and siw). */
+	rc = ib_register_device(&nib->ibdev, "ntrdma%d", NULL);
+	if (rc)
+		goto err_parts;
+	*priv = nib;
+	dev_info(ntrdma_dev_parent(ndev), "%s: verbs device %s on %s\n",
+		 ntrdma_dev_name(ndev), dev_name(&nib->ibdev.dev),
+		 netdev_name(netdev));
+	return 0;
+
+err_parts:
+	ntrdma_nib_parts_fini(nib, true);	/* nothing was posted yet */
+err_free:
+	ntrdma_nib_free(nib);
 	return rc;
 }
 
@@ -536,18 +583,8 @@ static void ntrdma_ib_del(void *priv, bool peer_quiet)
 
 	ib_unregister_device(&nib->ibdev);	/* waits for/evicts users */
 	WARN_ON(!xa_empty(&nib->qp_xa) || !xa_empty(&nib->cq_xa));
-	ntrdma_cm_fini(nib);
-	ntrdma_lo_fini(nib);
-	/* The session is over; the peer left it unless we are told not. */
-	ntrdma_vx_fini(nib, peer_quiet);
-	ntrdma_rmr_fini(nib);
-	ntrdma_export_fini(nib, peer_quiet);
-	ntrdma_mem_fini(nib);
-	xa_destroy(&nib->qp_xa);
-	xa_destroy(&nib->cq_xa);
-	mutex_destroy(&nib->qp_lock);
-	ida_destroy(&nib->pd_ida);
-	ib_dealloc_device(&nib->ibdev);
+	ntrdma_nib_parts_fini(nib, peer_quiet);
+	ntrdma_nib_free(nib);
 }
 
 static void ntrdma_ib_port_event(struct ntrdma_ib *nib,
