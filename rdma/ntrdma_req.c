@@ -751,13 +751,13 @@ void ntrdma_req_init(struct ntrdma_qp *qp)
 
 /* ---- receive: the responder's answers ---- */
 
-/* SEND/WRITE WQEs before @upto are acknowledged by a later answer. */
-static void req_ack_upto(struct ntrdma_qp *qp, u32 upto)
+/* SEND/WRITE WQEs before @end are acknowledged by a later answer. */
+static void req_ack_before(struct ntrdma_qp *qp, u32 end)
 {
 	struct ntrdma_swqe *w;
 	u32 i;
 
-	for (i = qp->sq.kpos; i != upto; i++) {
+	for (i = qp->sq.kpos; i != end; i++) {
 		w = swqe(qp, i);
 		if (w->out && !is_rd_atomic(w->w.opcode))
 			w->done = true;
@@ -867,13 +867,13 @@ static int req_rx_ack(struct ntrdma_qp *qp, struct ntrdma_swqe *w, u32 idx,
 	if (h->syndrome == NTRDMA_VX_SYN_OK) {
 		if (!w->out || is_rd_atomic(w->w.opcode))
 			return -EINVAL;
-		req_ack_upto(qp, idx + 1);
+		req_ack_before(qp, idx + 1);
 		qp->rnr_left = qp->rnr_retry;
 		return 0;
 	}
 	ntrdma_hw_add(qp, h->syndrome == NTRDMA_VX_SYN_RNR ?
 		      NTRDMA_HW_RNR_NAK_RCVD : NTRDMA_HW_NAK_RCVD, 1);
-	req_ack_upto(qp, idx);
+	req_ack_before(qp, idx);
 	if (h->syndrome == NTRDMA_VX_SYN_RNR)
 		req_rnr(qp, idx, h->rnr_timer);
 	else if (h->syndrome == NTRDMA_VX_SYN_NO_QP)
@@ -891,7 +891,7 @@ static int req_rx_read_resp(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
 	if (w->w.opcode != IB_WR_RDMA_READ || h->total != w->len ||
 	    h->offset != w->rcvd)
 		return -EINVAL;
-	req_ack_upto(qp, idx);
+	req_ack_before(qp, idx);
 	if (ntrdma_rsge_scatter(w->sge, w->nsge, h->offset, payload, len)) {
 		w->status = IB_WC_LOC_PROT_ERR;
 		w->done = true;
@@ -913,7 +913,7 @@ static int req_rx_atomic_resp(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
 	if (w->w.opcode != IB_WR_ATOMIC_CMP_AND_SWP &&
 	    w->w.opcode != IB_WR_ATOMIC_FETCH_AND_ADD)
 		return -EINVAL;
-	req_ack_upto(qp, idx);
+	req_ack_before(qp, idx);
 	if (ntrdma_rsge_scatter(w->sge, w->nsge, 0, &h->cmp_add, 8))
 		w->status = IB_WC_LOC_PROT_ERR;
 	w->done = true;

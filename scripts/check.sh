@@ -93,9 +93,8 @@ SOAK="soak:1:ntrdma_soak_test.sh:single"
 # tree's modules; the tools test then runs on what they installed.
 DEB="deb:1:ntrdma_deb_test.sh::--no-modules"
 # In the loop topology the tools test runs in the deb run (on the packages);
-# the rdma_cm and pyverbs tests run in pair (two kernels) and the cm test
-# in both stock runs too, so the loop flat run leaves them out (make
-# check's time).
+# the rdma_cm and pyverbs tests run in pair (two kernels; the cm test in its
+# stock run too), so the loop flat run leaves them out (make check's time).
 NTR_LOOP=${NTR/ntrdma_tools_test.sh,/}
 NTR_LOOP=${NTR_LOOP/ntrdma_cm_test.sh,/}
 NTR_LOOP=${NTR_LOOP/ntrdma_pyverbs_test.sh,/}
@@ -108,8 +107,9 @@ RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$WIN,ntrdma_cm_test.sh $NTR $SOAK"}}
 
 # Debian 13's kernel (6.12, from bookworm-backports: scripts/kernel-6.12.sh).
 # CHECK_K612=subset (default): one more loop run on it, the engine, net
-# and verbs tests (the verbs suite runs through the provider, as the tools); skipped, with the reason, when its packages cannot
-# be installed. CHECK_K612=all (make check-6.12): every run on it instead
+# and verbs tests (the verbs suite runs through the provider, as the
+# tools do); skipped, with the reason, when its packages cannot be
+# installed. CHECK_K612=all (make check-6.12): every run on it instead
 # of the default kernel (a failure when it cannot be installed).
 # CHECK_K612=0: none.
 K612=${CHECK_K612:-subset}
