@@ -315,6 +315,24 @@ out:
 
 /* ---- QPs ---- */
 
+/*
+ * A withdrawal the peer answered frees the READ sinks it covers; one it
+ * left unanswered ends the session (the sinks stay until the peer left).
+ */
+static void export_qp_send(struct ntrdma_ib *nib, struct export_qp_msg *m)
+{
+	int rc;
+
+	rc = ntrdma_cmd_call(nib->ndev, NTRDMA_CMD_QP_EXPORT, &m->q,
+			     sizeof(m->q), NULL, 0, NULL, NTRDMA_CMD_TIMEOUT_MS);
+	if (m->q.up)
+		return;
+	if (!rc)
+		ntrdma_sink_withdrawn(nib, m->q.qpn, m->q.epoch, m->session);
+	else if (rc == -ETIMEDOUT)
+		ntrdma_link_proto_error(nib->ndev, "a QP withdrawal went unanswered");
+}
+
 static void export_qp_work(struct work_struct *work)
 {
 	struct ntrdma_export *exp = container_of(work, struct ntrdma_export,
@@ -332,9 +350,7 @@ static void export_qp_work(struct work_struct *work)
 			return;
 		/* The peer forgot the QPs of an ended session. */
 		if (m->session == ntrdma_link_session(exp->nib->ndev))
-			ntrdma_cmd_call(exp->nib->ndev, NTRDMA_CMD_QP_EXPORT,
-					&m->q, sizeof(m->q), NULL, 0, NULL,
-					NTRDMA_CMD_TIMEOUT_MS);
+			export_qp_send(exp->nib, m);
 		kfree(m);
 	}
 }
@@ -351,6 +367,7 @@ void ntrdma_export_qp(struct ntrdma_qp *qp, bool up)
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
 	struct export_qp_msg *m;
 	u32 session = ntrdma_link_session(nib->ndev);
+	unsigned long flags;
 
 	lockdep_assert_held(&qp->lock);
 	if (!ntrdma_direct_placement || ntrdma_dev_windowed(nib->ndev) ||
@@ -365,7 +382,13 @@ void ntrdma_export_qp(struct ntrdma_qp *qp, bool up)
 	m->q.access = qp->qp_access_flags & NTRDMA_EXPORT_ACCESS;
 	m->q.dest_qpn = qp->dest_qp_num;
 	m->q.up = up;
+	/* A withdrawal starts an epoch: no READ sink is made in the old one. */
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	if (!up)
+		qp->export_epoch = atomic_inc_return(&nib->export_epoch);
+	m->q.epoch = qp->export_epoch;
 	WRITE_ONCE(qp->exported, up);
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	spin_lock_irq(&nib->exp->qp_lock);
 	list_add_tail(&m->link, &nib->exp->qp_msgs);
 	spin_unlock_irq(&nib->exp->qp_lock);
@@ -391,6 +414,8 @@ static void export_qp_failed_work(struct work_struct *work)
 void ntrdma_export_qp_init(struct ntrdma_qp *qp)
 {
 	INIT_WORK(&qp->unexport_work, export_qp_failed_work);
+	/* a QP number used before: its old READ_REQs name older epochs */
+	qp->export_epoch = atomic_read(&to_nib(qp->ibqp.device)->export_epoch);
 }
 
 /**
@@ -428,6 +453,7 @@ static void export_up_work(struct work_struct *work)
 
 	if (!session)
 		return;
+	ntrdma_sink_session_up(nib, session);
 	/* dereg waits for this lock before it frees: the walk is safe */
 	mutex_lock(&exp->lock);
 	list_for_each_entry_safe(mr, tmp, &exp->mrs, export_link)
@@ -477,6 +503,7 @@ int ntrdma_export_init(struct ntrdma_ib *nib)
 	INIT_WORK(&exp->qp_work, export_qp_work);
 	INIT_WORK(&exp->up_work, export_up_work);
 	init_waitqueue_head(&exp->up_wq);
+	ntrdma_sink_init(nib);
 	nib->exp = exp;
 	return 0;
 }
@@ -496,6 +523,7 @@ void ntrdma_export_fini(struct ntrdma_ib *nib, bool peer_quiet)
 	destroy_workqueue(exp->wq);
 	list_for_each_entry_safe(m, mt, &exp->qp_msgs, link)
 		kfree(m);
+	ntrdma_sink_fini(nib, peer_quiet);
 	mutex_lock(&exp->lock);
 	list_for_each_entry_safe(mr, tmp, &exp->mrs, export_link) {
 		if (peer_quiet)

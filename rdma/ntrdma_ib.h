@@ -46,6 +46,7 @@
 
 struct ntrdma_vx;
 struct ntrdma_lo;
+struct ntrdma_sink;
 
 /* Data path counters (rdma statistic: hw counters of port 1). */
 enum ntrdma_hw_stat {
@@ -66,6 +67,7 @@ enum ntrdma_hw_stat {
 	NTRDMA_HW_PLACED_WRITES,	/* WRITEs placed into the peer's MR */
 	NTRDMA_HW_PLACED_BYTES,
 	NTRDMA_HW_PULLED_READS,		/* READs read from the peer's MR */
+	NTRDMA_HW_PUSHED_READS,		/* READs the peer wrote into our sink */
 	NTRDMA_HW_UD_DROPPED,		/* datagrams no receive took */
 	NTRDMA_HW_RX_POLLED,		/* segments found by polling (rx_poll_us) */
 	NTRDMA_HW_NSTATS
@@ -100,6 +102,10 @@ struct ntrdma_ib {
 	struct xarray rqp_xa;		/* peer QPN -> the peer's QP */
 	atomic_t rmr_pages;
 	struct ntrdma_export *exp;
+	/* READ sinks the peer may still write (ntrdma_sink.c) */
+	spinlock_t sink_lock;
+	struct list_head sinks_held;
+	atomic_t export_epoch;		/* QP withdrawals so far */
 	atomic_t num_srq;
 
 	/* connection manager (ntrdma_iwcm.c) */
@@ -228,6 +234,7 @@ struct ntrdma_swqe {
 	bool direct;		/* WRITE: placed directly (ntrdma_rmr.c) */
 	bool skipped;		/* its first segment says NTRDMA_VX_SKIPPED */
 	bool inv_local;		/* READ_WITH_INV: w.imm_data is the sink key */
+	struct ntrdma_sink *sink;	/* READ: its pages, mapped for the peer */
 	int status;		/* its completion status */
 	u32 seg_end;		/* UD: the pool's count once its segment left */
 };
@@ -257,6 +264,10 @@ struct ntrdma_rsp {
 	u32 total;
 	u32 sent;
 	u64 orig;		/* ATOMIC */
+	/* READ: the requester's sink, to write into (NULL: send the data) */
+	struct ntrdma_vx_sink *sink;
+	u32 nsink;
+	u32 epoch;		/* the requester QP's, from the READ_REQ */
 };
 
 #define NTRDMA_QP_RSP		64	/* > 2 * NTRDMA_MAX_RD_ATOM + 2 */
@@ -348,6 +359,7 @@ struct ntrdma_qp {
 	struct work_struct tx_work;
 	/* exported to the peer (ntrdma_export.c; under lock) */
 	bool exported;
+	u32 export_epoch;		/* withdrawals queued (under sq_lock too) */
 	struct work_struct unexport_work;	/* it entered ERR */
 	struct list_head tx_wait;	/* on vx->tx_waiters */
 	bool cq_overrun;		/* a completion was lost: to ERR */
@@ -480,6 +492,20 @@ void ntrdma_rmr_clear(struct ntrdma_ib *nib);
 void ntrdma_rmr_fini(struct ntrdma_ib *nib);
 int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
 int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
+int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r);
+
+/* ntrdma_sink.c: READ sinks the peer writes */
+void ntrdma_sink_init(struct ntrdma_ib *nib);
+struct ntrdma_sink *ntrdma_sink_build(struct ntrdma_qp *qp,
+				      const struct ntrdma_swqe *w);
+const void *ntrdma_sink_wire(const struct ntrdma_sink *s, u32 *len,
+			     u32 *epoch);
+void ntrdma_sink_release(struct ntrdma_ib *nib, struct ntrdma_sink *s,
+			 bool answered);
+void ntrdma_sink_withdrawn(struct ntrdma_ib *nib, u32 qpn, u32 epoch,
+			   u32 session);
+void ntrdma_sink_session_up(struct ntrdma_ib *nib, u32 session);
+void ntrdma_sink_fini(struct ntrdma_ib *nib, bool peer_quiet);
 
 /* ntrdma_export.c: direct placement, exporting side */
 int ntrdma_export_init(struct ntrdma_ib *nib);

@@ -80,6 +80,19 @@ static void req_release(struct ntrdma_swqe *w)
 	w->nsge = 0;
 }
 
+/*
+ * A READ's sink goes with the READ: freed once all of its data arrived,
+ * else held until the peer can no longer write it (ntrdma_sink.c).
+ */
+static void req_drop_sink(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	if (!w->sink)
+		return;
+	ntrdma_sink_release(to_nib(qp->ibqp.device), w->sink,
+			    w->rcvd == w->len);
+	w->sink = NULL;
+}
+
 /* Where the payload resumes after @n more bytes. */
 static void sge_advance(const struct ntrdma_rsge *sg, u32 nsg, u32 *i,
 			u32 *off, u32 n)
@@ -239,6 +252,7 @@ static bool req_complete(struct ntrdma_qp *qp)
 		sig = qp->sq_sig_type == IB_SIGNAL_ALL_WR ||
 		      (w->w.flags & IB_SEND_SIGNALED);
 		req_release(w);
+		req_drop_sink(qp, w);
 		cons++;
 		qp->sq.kpos = cons;
 		/* release: the slot (already copied) goes back to the user */
@@ -475,13 +489,24 @@ static int req_direct(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	}
 }
 
-/* A READ or atomic request: one segment without payload. */
+/*
+ * A READ or atomic request: one segment, whose payload is the READ's sink
+ * when the responder is to write the data straight into our pages (a
+ * resent READ names the sink it named first: it may have been written).
+ */
 static int req_send_request(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
 			    struct ntrdma_vx_hdr *h, u8 first)
 {
+	const void *sink = NULL;
+	u32 sink_len = 0;
+
 	switch (w->w.opcode) {
 	case IB_WR_RDMA_READ:
 		h->op = NTRDMA_VX_READ_REQ;
+		if (!w->sink)
+			w->sink = ntrdma_sink_build(qp, w);
+		if (w->sink)
+			sink = ntrdma_sink_wire(w->sink, &sink_len, &h->imm);
 		break;
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
 		h->flags = NTRDMA_VX_FADD;
@@ -494,7 +519,8 @@ static int req_send_request(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
 		break;
 	}
 	h->flags |= first | NTRDMA_VX_LAST;
-	return ntrdma_vx_send(qp, h, NULL, 0, NULL, 0, 0, 0) < 0 ? -EAGAIN : 0;
+	return ntrdma_vx_send(qp, h, sink, sink_len, NULL, 0, 0, 0) < 0 ?
+	       -EAGAIN : 0;
 }
 
 /* The flags a SEND or WRITE carries in every segment. */
@@ -891,6 +917,17 @@ static int req_rx_read_resp(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
 	if (w->w.opcode != IB_WR_RDMA_READ || h->total != w->len ||
 	    h->offset != w->rcvd)
 		return -EINVAL;
+	if (h->flags & NTRDMA_VX_PLACED) {
+		/* all of it is in the sink we named, before this notice */
+		if (!w->sink || w->rcvd)
+			return -EINVAL;
+		req_ack_before(qp, idx);
+		w->rcvd = w->len;
+		w->done = true;
+		qp->rd_out--;
+		ntrdma_hw_add(qp, NTRDMA_HW_PUSHED_READS, 1);
+		return 0;
+	}
 	req_ack_before(qp, idx);
 	if (ntrdma_rsge_scatter(w->sge, w->nsge, h->offset, payload, len)) {
 		w->status = IB_WC_LOC_PROT_ERR;
@@ -980,6 +1017,7 @@ void ntrdma_req_flush(struct ntrdma_qp *qp, bool post)
 	for (; cons != qp->sq_fetched; cons++) {
 		w = swqe(qp, cons);
 		req_release(w);
+		req_drop_sink(qp, w);
 		if (!post)
 			continue;
 		e.wr_id = w->w.wr_id;

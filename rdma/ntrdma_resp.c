@@ -262,8 +262,37 @@ static u32 resp_rd_pending(struct ntrdma_qp *qp)
 	return n;
 }
 
-static void resp_read(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+/*
+ * A copy of the sink a READ_REQ names in @payload, checked: NULL when it
+ * names none or there is no memory (the data is sent then), an ERR_PTR
+ * when it names memory outside our window.
+ */
+static struct ntrdma_vx_sink *resp_take_sink(struct ntrdma_qp *qp,
+					     const struct ntrdma_vx_hdr *h,
+					     const void *payload, u32 len)
 {
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	struct ntrdma_vx_sink *sink;
+
+	if (!len)
+		return NULL;
+	sink = kmemdup(payload, len, GFP_ATOMIC | __GFP_NOWARN);
+	if (!sink)
+		return NULL;
+	if (ntrdma_vx_check_sink(sink, len / sizeof(*sink), h->total,
+				 ntrdma_dev_peer_reach(nib->ndev))) {
+		kfree(sink);
+		ibdev_warn_ratelimited(&nib->ibdev, "QP %u: the peer named a READ sink outside the window\n",
+				       qp->ibqp.qp_num);
+		return ERR_PTR(-EINVAL);
+	}
+	return sink;
+}
+
+static void resp_read(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
+		      const void *payload, u32 len)
+{
+	struct ntrdma_vx_sink *sink;
 	struct ntrdma_rsp *r;
 	struct ntrdma_mr *mr;
 
@@ -272,20 +301,31 @@ static void resp_read(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 			 IB_EVENT_QP_REQ_ERR);
 		return;
 	}
+	sink = resp_take_sink(qp, h, payload, len);
+	if (IS_ERR(sink)) {
+		resp_nak(qp, h->msn, NTRDMA_VX_SYN_INV_REQ,
+			 IB_EVENT_QP_REQ_ERR);
+		return;
+	}
 	mr = resp_rkey(qp, h, IB_ACCESS_REMOTE_READ);
 	if (!mr) {
+		kfree(sink);
 		resp_nak(qp, h->msn, NTRDMA_VX_SYN_ACCESS,
 			 IB_EVENT_QP_ACCESS_ERR);
 		return;
 	}
 	r = resp_new(qp, NTRDMA_RSP_READ, h->msn);
 	if (!r) {
+		kfree(sink);
 		ntrdma_mr_put(mr);
 		return;
 	}
 	r->mr = mr;
 	r->raddr = h->raddr;
 	r->total = h->total;
+	r->sink = sink;
+	r->nsink = len / sizeof(*sink);
+	r->epoch = h->imm;
 	qp->resp_msn = (qp->resp_msn + 1) & NTRDMA_VX_MSN_MASK;
 }
 
@@ -382,7 +422,7 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	switch (h->op) {
 	case NTRDMA_VX_READ_REQ:
 		if (!qp->rcv_busy)
-			resp_read(qp, h);
+			resp_read(qp, h, payload, len);
 		goto kick;
 	case NTRDMA_VX_ATOMIC_REQ:
 		if (!qp->rcv_busy)
@@ -442,6 +482,28 @@ out:
  * when the transport is full (the QP waits for its wake-up). A fatal NAK
  * puts the QP in ERR once sent.
  */
+/*
+ * A READ written straight into the requester's sink, then its notice: 0
+ * when both are done; -EAGAIN when the data is to be sent instead.
+ */
+static int resp_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r,
+			  struct ntrdma_vx_hdr *h)
+{
+	int n;
+
+	if (r->sent < r->total) {
+		n = ntrdma_push_read(qp, r);
+		if (n == -EINVAL)
+			return -EAGAIN;	/* the TQP's own window check */
+		if (n)
+			return n;
+	}
+	h->flags = NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_PLACED;
+	h->offset = 0;
+	n = ntrdma_vx_send(qp, h, NULL, 0, NULL, 0, 0, 0);
+	return n < 0 ? n : 0;
+}
+
 /* A READ's data from r->sent on: 0 when all of it is out, else negative. */
 static int resp_send_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r,
 			  struct ntrdma_vx_hdr *h)
@@ -451,6 +513,14 @@ static int resp_send_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r,
 
 	h->op = NTRDMA_VX_READ_RESP;
 	h->total = r->total;
+	if (r->sink) {
+		n = resp_push_read(qp, r, h);
+		if (n != -EAGAIN)
+			return n;
+		/* from r->sent on: a requester that withdrew drops the rest */
+		kfree(r->sink);
+		r->sink = NULL;
+	}
 	do {
 		h->offset = r->sent;
 		sg.mr = r->mr;
@@ -466,6 +536,16 @@ static int resp_send_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r,
 		r->sent += n;
 	} while (r->sent < r->total);
 	return 0;
+}
+
+/* An answer is out (or dropped): its MR reference and sink go. */
+static void resp_drop(struct ntrdma_rsp *r)
+{
+	if (r->mr)
+		ntrdma_mr_put(r->mr);
+	r->mr = NULL;
+	kfree(r->sink);
+	r->sink = NULL;
 }
 
 int ntrdma_resp_tx(struct ntrdma_qp *qp)
@@ -506,10 +586,7 @@ int ntrdma_resp_tx(struct ntrdma_qp *qp)
 			return n;	/* send_done kicks us */
 		if (n < 0 && n != -EFAULT)
 			return n;	/* link gone: the flush follows */
-		if (r->mr) {
-			ntrdma_mr_put(r->mr);
-			r->mr = NULL;
-		}
+		resp_drop(r);
 		qp->rsp_head++;
 	}
 	if (qp->resp_fatal) {
@@ -535,7 +612,6 @@ void ntrdma_resp_reset(struct ntrdma_qp *qp)
  */
 void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post)
 {
-	struct ntrdma_rsp *r;
 	struct ntrdma_cqe e = {
 		.status = IB_WC_WR_FLUSH_ERR,
 		.opcode = IB_WC_RECV,
@@ -548,10 +624,6 @@ void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post)
 		ntrdma_qp_complete(qp, qp->ibqp.recv_cq, &e, false);
 	}
 	ntrdma_resp_release_rcv(qp);
-	for (; qp->rsp_head != qp->rsp_tail; qp->rsp_head++) {
-		r = &qp->rsp[qp->rsp_head % NTRDMA_QP_RSP];
-		if (r->mr)
-			ntrdma_mr_put(r->mr);
-		r->mr = NULL;
-	}
+	for (; qp->rsp_head != qp->rsp_tail; qp->rsp_head++)
+		resp_drop(&qp->rsp[qp->rsp_head % NTRDMA_QP_RSP]);
 }

@@ -15,6 +15,12 @@
  * anything else (an rkey not exported, a range error...) takes the checked
  * path through the target, which answers with the IB error a HCA gives.
  *
+ * READs: a small one is read through the window by our CPU (read_pull_max);
+ * as responder, a READ whose READ_REQ named a sink (ntrdma_sink.c) is
+ * written by our CPU straight into the requester's pages, while the
+ * requester's QP is exported in the epoch the READ_REQ names, then a
+ * notice follows in the TQP's order; otherwise its data is sent.
+ *
  * Revocation: an export leaves the tables under place_lock, and every
  * placement looks up and copies under place_lock, so once a handler has
  * taken and dropped the lock no placement into the revoked pages is in
@@ -63,6 +69,7 @@ struct ntrdma_rqp {
 	u32 pd;
 	u32 access;
 	u32 dest_qpn;
+	u32 epoch;		/* READ sinks of this epoch may be written */
 };
 
 /* No placement that found @nib's old entry is still copying. */
@@ -215,6 +222,7 @@ static int rqp_export(struct ntrdma_ib *nib, const void *req, u16 len)
 		rqp->pd = q.pd;
 		rqp->access = q.access;
 		rqp->dest_qpn = q.dest_qpn;
+		rqp->epoch = q.epoch;
 		old = xa_store(&nib->rqp_xa, q.qpn, rqp, GFP_KERNEL);
 		if (xa_is_err(old)) {
 			kfree(rqp);
@@ -526,6 +534,97 @@ int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	while (!rc && c.sent < w->len) {
 		n = place_pieces(rmr, w, &c, pc);
 		rc = n < 0 ? n : ntrdma_dev_pull(nib->ndev, pc, n);
+	}
+	spin_unlock_irqrestore(&nib->place_lock, flags);
+	return rc;
+}
+
+/*
+ * The requester QP of @qp is exported, connected to @qp, in the epoch
+ * @epoch its READ_REQ named: its sink may be written.
+ */
+static bool push_allowed(struct ntrdma_ib *nib, struct ntrdma_qp *qp,
+			 u32 epoch)
+{
+	struct ntrdma_rqp *rqp;
+
+	lockdep_assert_held(&nib->place_lock);
+	rqp = xa_load(&nib->rqp_xa, qp->dest_qp_num);
+	return rqp && rqp->dest_qpn == qp->ibqp.qp_num && rqp->epoch == epoch;
+}
+
+/*
+ * Up to NTRDMA_TQP_MAX_SGE pieces of @r's data from byte @pos of the
+ * message on: from the MR's pages to the sink's extents. The count, its
+ * bytes in @bytes (negative: a source address without a page).
+ */
+static int push_pieces(const struct ntrdma_rsp *r, u32 pos,
+		       struct ntrdma_tqp_piece *pc, u32 *bytes)
+{
+	u32 i = 0, skip = pos, want;
+	int n = 0, got;
+
+	*bytes = 0;
+	while (i < r->nsink && skip >= r->sink[i].len)
+		skip -= r->sink[i++].len;
+	while (pos < r->total && i < r->nsink && n < NTRDMA_TQP_MAX_SGE) {
+		want = min(r->sink[i].len - skip, r->total - pos);
+		got = ntrdma_mr_range(r->mr, r->raddr + pos, want, &pc[n].page,
+				      &pc[n].off);
+		if (got <= 0)
+			return -EFAULT;
+		pc[n].dst = r->sink[i].addr + skip;
+		pc[n].len = got;
+		pos += got;
+		*bytes += got;
+		skip += got;
+		if (skip == r->sink[i].len) {
+			i++;
+			skip = 0;
+		}
+		n++;
+	}
+	return n;
+}
+
+/**
+ * ntrdma_push_read() - write a READ's data straight into the requester's
+ * sink
+ * @qp: the responder QP (sq_lock held)
+ * @r: its READ answer, with the sink its READ_REQ named (checked against
+ *	the window); r->sent bytes written already
+ *
+ * The CPU copies (ntrdma_vx_place(): in the verbs TQP's order, before the
+ * notice that follows), under place_lock: a withdrawal of the requester's
+ * QP, taken under the same lock, is answered only once none is in flight.
+ *
+ * Return: 0 when all of it is written; -EAGAIN when it cannot go this way
+ * (the requester's QP is not exported in the READ_REQ's epoch: the data is
+ * sent instead); -ENOSPC (the TQP first finishes DMA copies; tx_space
+ * follows); -EFAULT, -ENOLINK, -EINVAL.
+ */
+int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	struct ntrdma_tqp_piece pc[NTRDMA_TQP_MAX_SGE];
+	unsigned long flags;
+	u32 bytes;
+	int n, rc = 0;
+
+	lockdep_assert_held(&qp->sq_lock);
+	if (!READ_ONCE(ntrdma_direct_placement) || qp->loopback)
+		return -EAGAIN;
+	spin_lock_irqsave(&nib->place_lock, flags);
+	if (!push_allowed(nib, qp, r->epoch))
+		rc = -EAGAIN;
+	while (!rc && r->sent < r->total) {
+		n = push_pieces(r, r->sent, pc, &bytes);
+		if (!n)
+			rc = -EINVAL;	/* the extents end early: checked */
+		else
+			rc = n < 0 ? n : ntrdma_vx_place(qp, pc, n);
+		if (!rc)
+			r->sent += bytes;
 	}
 	spin_unlock_irqrestore(&nib->place_lock, flags);
 	return rc;

@@ -40,6 +40,21 @@ enum ntrdma_vx_op {
 
 #define NTRDMA_VX_UD_MAX	4096u	/* a datagram's bytes: the port MTU */
 
+/*
+ * A READ_REQ's payload, if any, is the READ's sink (the requester's
+ * destination, direct placement): extents of DMA addresses of the
+ * requester's NTB device, in message order; its @imm is then the requester
+ * QP's export epoch (struct ntrdma_wire_qp_export). The responder writes
+ * the data there itself and answers READ_RESP with NTRDMA_VX_PLACED.
+ */
+struct ntrdma_vx_sink {
+	u64 addr;
+	u32 len;
+	u32 rsvd;
+};
+
+#define NTRDMA_VX_SINK_MAX	32u	/* extents a READ_REQ may carry */
+
 enum {
 	NTRDMA_VX_FIRST		= 1 << 0,
 	NTRDMA_VX_LAST		= 1 << 1,
@@ -55,6 +70,8 @@ enum {
 	/*
 	 * A WRITE with immediate whose payload the requester placed directly
 	 * into the MR: one segment without payload, @total bytes written.
+	 * A READ_RESP: the responder wrote all @total bytes into the sink the
+	 * READ_REQ named; one segment without payload.
 	 */
 	NTRDMA_VX_PLACED	= 1 << 6,
 	/*
@@ -88,7 +105,7 @@ struct ntrdma_vx_hdr {
 	u32 offset;		/* of this segment's payload in the message */
 	u32 total;		/* message bytes */
 	u32 rkey;
-	u32 imm;		/* big endian, as posted */
+	u32 imm;		/* big endian, as posted (READ_REQ: below) */
 	u64 raddr;		/* remote address of the message's byte 0 */
 	u64 cmp_add;		/* ATOMIC_REQ; ATOMIC_RESP: original value */
 	u64 swap;
@@ -122,6 +139,8 @@ static inline int ntrdma_vx_check_hdr(const struct ntrdma_vx_hdr *h, u32 len)
 	if ((h->flags & NTRDMA_VX_INV) &&
 	    (h->op != NTRDMA_VX_SEND || (h->flags & NTRDMA_VX_IMM)))
 		return -3;
+	if ((h->flags & NTRDMA_VX_PLACED) && h->op == NTRDMA_VX_READ_RESP)
+		return pay || h->offset || !h->total ? -9 : 0;
 	if (h->flags & NTRDMA_VX_PLACED) {
 		if (h->op != NTRDMA_VX_WRITE || pay || h->offset ||
 		    (h->flags & (NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_IMM)) !=
@@ -164,8 +183,33 @@ static inline int ntrdma_vx_check_hdr(const struct ntrdma_vx_hdr *h, u32 len)
 			return -6;
 		return pay ? -6 : 0;
 	default: /* READ_REQ */
-		return pay ? -6 : 0;
+		if (pay % sizeof(struct ntrdma_vx_sink) ||
+		    pay > NTRDMA_VX_SINK_MAX * sizeof(struct ntrdma_vx_sink) ||
+		    (pay && !h->total))
+			return -6;
+		return 0;
 	}
+}
+
+/*
+ * A READ_REQ's sink of @n extents for @total bytes: 0 when every extent is
+ * non-empty and inside a window of @reach bytes and they add up to @total.
+ */
+static inline int ntrdma_vx_check_sink(const struct ntrdma_vx_sink *s, u32 n,
+				       u32 total, u64 reach)
+{
+	u64 sum = 0;
+	u32 i;
+
+	if (!n || n > NTRDMA_VX_SINK_MAX)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (!s[i].len || s[i].rsvd || s[i].addr >= reach ||
+		    s[i].len > reach - s[i].addr)
+			return -2;
+		sum += s[i].len;
+	}
+	return sum == total ? 0 : -3;
 }
 
 /* Serial-number order of 24-bit msns: a - b as a signed distance. */
@@ -228,6 +272,11 @@ struct ntrdma_wire_qp_export {
 	u32 access;		/* its qp_access_flags (NTRDMA_EXPORT_ACCESS) */
 	u32 dest_qpn;		/* the peer's QP it is connected to */
 	u32 up;			/* 1: takes placements now; 0: no more */
+	/*
+	 * How many times the QP was withdrawn before: a READ_REQ's sink is
+	 * written only while the QP is up in the epoch the READ_REQ names.
+	 */
+	u32 epoch;
 };
 
 /* The pages an MR of @length bytes starting @first_off into a page spans. */

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 using u8 = std::uint8_t;
 using u16 = std::uint16_t;
@@ -426,7 +427,7 @@ TEST(MrExport, PageAddressesMustBeAlignedAndInTheWindow) {
 }
 
 TEST(QpExport, NumbersAre24BitsAndUpIsABool) {
-    ntrdma_wire_qp_export q{2, 1, 0x2, 3, 1};
+    ntrdma_wire_qp_export q{2, 1, 0x2, 3, 1, 0};
     EXPECT_EQ(ntrdma_wire_check_qp_export(&q), 0);
     q.dest_qpn = 1u << 24;
     EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
@@ -491,6 +492,53 @@ TEST(VxHdr, ReadResponsesStayInsideTheRead) {
     EXPECT_NE(ntrdma_vx_check_hdr(&r, kHdr), 0);  // no data for a non-empty read
     auto z = VxHdr(NTRDMA_VX_READ_RESP, 0, 0, 0);
     EXPECT_EQ(ntrdma_vx_check_hdr(&z, kHdr), 0);  // a zero-length read
+}
+
+TEST(VxHdr, ReadRequestPayloadIsAWholeBoundedSinkList) {
+    const u32 ext = sizeof(ntrdma_vx_sink);
+    EXPECT_EQ(ext, 16u);
+    auto rd = VxHdr(NTRDMA_VX_READ_REQ, NTRDMA_VX_FIRST | NTRDMA_VX_LAST, 0, 65536);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&rd, kHdr), 0);  // no sink: the data is sent
+    EXPECT_EQ(ntrdma_vx_check_hdr(&rd, kHdr + ext), 0);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&rd, kHdr + NTRDMA_VX_SINK_MAX * ext), 0);
+    EXPECT_NE(ntrdma_vx_check_hdr(&rd, kHdr + (NTRDMA_VX_SINK_MAX + 1) * ext), 0);
+    EXPECT_NE(ntrdma_vx_check_hdr(&rd, kHdr + ext + 8), 0);  // a partial extent
+    rd.total = 0;
+    EXPECT_NE(ntrdma_vx_check_hdr(&rd, kHdr + ext), 0);  // a sink for nothing
+}
+
+TEST(VxHdr, PlacedReadResponseIsOnePayloadlessNotice) {
+    auto r = VxHdr(NTRDMA_VX_READ_RESP, NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_PLACED, 0, 65536);
+    EXPECT_EQ(ntrdma_vx_check_hdr(&r, kHdr), 0);
+    EXPECT_NE(ntrdma_vx_check_hdr(&r, kHdr + 16), 0);  // with data
+    auto mid = r;
+    mid.offset = 4096;
+    EXPECT_NE(ntrdma_vx_check_hdr(&mid, kHdr), 0);
+    auto empty = r;
+    empty.total = 0;
+    EXPECT_NE(ntrdma_vx_check_hdr(&empty, kHdr), 0);
+}
+
+TEST(VxSink, ExtentsMustBeNonEmptyInsideTheWindowAndAddUp) {
+    const u64 reach = 1ull << 30;
+    std::vector<ntrdma_vx_sink> s = {{0x1000, 4096, 0}, {0x8000, 100, 0}};
+    EXPECT_EQ(ntrdma_vx_check_sink(s.data(), 2, 4196, reach), 0);
+    EXPECT_NE(ntrdma_vx_check_sink(s.data(), 2, 4195, reach), 0);  // sums differ
+    EXPECT_NE(ntrdma_vx_check_sink(s.data(), 0, 0, reach), 0);
+    EXPECT_NE(ntrdma_vx_check_sink(s.data(), NTRDMA_VX_SINK_MAX + 1, 4196, reach), 0);
+    auto bad = s;
+    bad[1].len = 0;
+    EXPECT_NE(ntrdma_vx_check_sink(bad.data(), 2, 4096, reach), 0);
+    bad = s;
+    bad[1].rsvd = 1;
+    EXPECT_NE(ntrdma_vx_check_sink(bad.data(), 2, 4196, reach), 0);
+    bad = s;
+    bad[1].addr = reach - 50;  // runs past the window's end
+    EXPECT_NE(ntrdma_vx_check_sink(bad.data(), 2, 4196, reach), 0);
+    bad[1].addr = ~0ull - 10;  // and wraps
+    EXPECT_NE(ntrdma_vx_check_sink(bad.data(), 2, 4196, reach), 0);
+    bad[1].addr = reach - 100;  // ends exactly at it
+    EXPECT_EQ(ntrdma_vx_check_sink(bad.data(), 2, 4196, reach), 0);
 }
 
 TEST(VxMsn, SerialOrderAcross24BitWrap) {

@@ -507,3 +507,112 @@ TEST_F(PlacementSessionEnd, NothingLandsAfterDeregWhenTheTargetEndsTheSession) {
 
 }  // namespace
 }  // namespace ntv
+
+namespace ntv {
+namespace {
+
+class PlacementRead : public Placement {
+  protected:
+    // A READ of @len bytes of @src (b_) into @sink (a_) on @c; its status.
+    ibv_wc_status ReadOnce(const Conn& c, Buf* sink, Buf* src, size_t len, uint64_t wr_id = 1) {
+        Wr rd;
+        rd.op = IBV_WR_RDMA_READ;
+        rd.wr_id = wr_id;
+        rd.sge = {sink->sge(0, len)};
+        rd.raddr = src->addr();
+        rd.rkey = src->mr->rkey;
+        if (Post(c.a, rd)) {
+            return IBV_WC_GENERAL_ERR;
+        }
+        std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
+        return wc.size() == 1 ? wc[0].status : IBV_WC_GENERAL_ERR;
+    }
+
+    // The requester's QP export travels apart from the READ_REQ: READ
+    // until one is written into the sink by the target (at most 5 s).
+    bool WaitPushed(const Conn& c, Buf* sink, Buf* src, size_t len) {
+        const auto deadline = Clock::now() + milliseconds(5000);
+        std::this_thread::sleep_for(milliseconds(50));
+        const long long before = HwCounter(a_.name, "pushed_reads");
+        while (Clock::now() < deadline) {
+            if (ReadOnce(c, sink, src, len) != IBV_WC_SUCCESS) {
+                return false;
+            }
+            std::this_thread::sleep_for(milliseconds(50));
+            if (HwCounter(a_.name, "pushed_reads") > before) {
+                return true;
+            }
+        }
+        return false;
+    }
+};
+
+// A large READ crosses once: the target writes the data straight into the
+// requester's pages and sends only a notice; the requester copies nothing.
+TEST_F(PlacementRead, LargeReadPushedIntoTheSinkByContent) {
+    const size_t len = 65536;
+    Conn c;
+    Buf *unused, *src;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &unused, &src));
+    Buf* sink = Reg(a_, len + 8192, kLocal);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitPushed(c, sink, src, len)) << "no READ was written into its sink in 5 s";
+    std::this_thread::sleep_for(milliseconds(50));
+    const long long pushed0 = HwCounter(a_.name, "pushed_reads");
+    const long long rx0 = HwCounter(a_.name, "rx_bytes");
+    for (int i = 0; i < 100; i++) {
+        Fill(src->p(), len, 7 * i + 1);
+        std::memset(sink->p(), 0, len + 8192);
+        ASSERT_EQ(ReadOnce(c, sink, src, len, i), IBV_WC_SUCCESS) << "round " << i;
+        ASSERT_EQ(FirstDiff(src->p(), sink->p(), len), -1) << "round " << i;
+        for (size_t j = len; j < len + 8192; j++) {
+            ASSERT_EQ(sink->p()[j], 0) << "round " << i << ": byte " << j << " past the READ";
+        }
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_EQ(HwCounter(a_.name, "pushed_reads") - pushed0, 100);
+    // Pushed: a notice per READ; sent, the data would be 100 * 64 KiB.
+    EXPECT_LT(HwCounter(a_.name, "rx_bytes") - rx0, 100 * 1024) << "the READ data came as segments";
+}
+
+// READs in flight when the requester's QP fails and its sink MR goes at
+// once: whatever the target still had queued never lands in those pages
+// after dereg returned (the sink is held until the target let go of it).
+TEST_F(PlacementRead, NothingLandsInTheSinkAfterFlushAndDereg) {
+    const size_t len = 65536;
+    for (int round = 0; round < 10; round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        Conn c;
+        Buf *unused, *src;
+        ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &unused, &src));
+        Buf* sink = Reg(a_, len, kLocal);
+        ASSERT_FALSE(HasFailure());
+        ASSERT_TRUE(WaitPushed(c, sink, src, len));
+        Fill(src->p(), len, round + 11);
+        const int n = std::min<int>(16, c.cap_a.max_send_wr);
+        for (int i = 0; i < n; i++) {
+            Wr rd;
+            rd.op = IBV_WR_RDMA_READ;
+            rd.wr_id = 100 + i;
+            rd.flags = 0;
+            rd.sge = {sink->sge(0, len)};
+            rd.raddr = src->addr();
+            rd.rkey = src->mr->rkey;
+            ASSERT_EQ(Post(c.a, rd), 0);
+        }
+        ibv_qp_attr attr{};
+        attr.qp_state = IBV_QPS_ERR;
+        ASSERT_EQ(ibv_modify_qp(c.a, &attr, IBV_QP_STATE), 0);
+        std::vector<uint8_t>& pages = sink->mem;
+        ASSERT_EQ(Dereg(sink), 0);
+        std::memset(pages.data(), 0x5A, len);
+        std::this_thread::sleep_for(milliseconds(300));
+        Drain(a_.scq, 200);
+        for (size_t i = 0; i < len; i++) {
+            ASSERT_EQ(pages[i], 0x5A) << "byte " << i << " written after the sink MR went";
+        }
+    }
+}
+
+}  // namespace
+}  // namespace ntv
