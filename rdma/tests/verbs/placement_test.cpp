@@ -454,6 +454,35 @@ class PlacementSessionEnd : public Placement {
         }
     }
 
+    // READs of all of *src (b_) into *sink (a_) on @c, as WriteStream.
+    static void ReadStream(const Conn& c, Buf* sink, Buf* src, ibv_cq* scq,
+                           const std::atomic<bool>& stop, std::atomic<long>* ok) {
+        uint64_t posted = 0, done = 0;
+        Wr rd;
+        rd.op = IBV_WR_RDMA_READ;
+        rd.sge = {sink->sge(0, sink->mem.size())};  // deregistered meanwhile
+        rd.raddr = src->addr();
+        rd.rkey = src->mr->rkey;
+        while (!stop) {
+            if (posted - done < 32) {
+                rd.wr_id = posted;
+                rd.flags = posted % 8 == 7 ? IBV_SEND_SIGNALED : 0;
+                if (Post(c.a, rd)) {
+                    return;
+                }
+                posted++;
+            }
+            ibv_wc wc{};
+            while (ibv_poll_cq(scq, 1, &wc) == 1) {
+                if (wc.status != IBV_WC_SUCCESS) {
+                    return;
+                }
+                done += 8;
+                *ok += 8;
+            }
+        }
+    }
+
     std::string dbg_a_, dbg_b_;
 };
 
@@ -501,6 +530,56 @@ TEST_F(PlacementSessionEnd, NothingLandsAfterDeregWhenTheTargetEndsTheSession) {
         EXPECT_GT(written, 0) << "no WRITE completed before the session ended";
         for (size_t i = 0; i < len; i++) {
             ASSERT_EQ(dst->mem[i], 0x5A) << "byte " << i << " written after dereg returned";
+        }
+    }
+}
+
+// The same for READ sinks: the requester (a) ends the session while the
+// target (b), deaf to it for 1 s, may still write queued READs into a's
+// sink pages; a deregisters the sink MR at once. dereg returns only once b
+// can no longer write there (the sinks of the flushed READs are held until
+// b left the session), so not one byte lands after it returned.
+TEST_F(PlacementSessionEnd, NothingLandsInTheSinkAfterDeregWhenTheRequesterEndsTheSession) {
+    const size_t len = 65536;
+    for (int round = 0; round < 3; round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        ASSERT_TRUE(WaitUntil(30000, [&] { return PortActive(a_) && PortActive(b_); }))
+            << "the ports did not come back up";
+        Conn c;
+        Buf *unused, *src;
+        ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &unused, &src));
+        Buf* sink = Reg(a_, len, kLocal);
+        ASSERT_FALSE(HasFailure());
+        Fill(src->p(), len, round + 1);
+        std::this_thread::sleep_for(milliseconds(100));  // a's QP export reaches b
+        const long long pushed0 = HwCounter(a_.name, "pushed_reads");
+        std::atomic<bool> stop{false};
+        std::atomic<long> read{0};
+        std::thread reader(ReadStream, c, sink, src, a_.scq, std::cref(stop), &read);
+        std::this_thread::sleep_for(milliseconds(200));
+        const long long downs = InfoField(dbg_a_, "link_down_events");
+        Inject(dbg_b_, "link_deaf 1000");
+        Inject(dbg_b_, "cq_prod 7 3735928559");
+        const bool ended =
+            WaitUntil(10000, [&] { return InfoField(dbg_a_, "link_down_events") > downs; });
+        const auto t0 = Clock::now();
+        const int rc = ended ? Dereg(sink) : -1;
+        const long ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+        std::memset(sink->mem.data(), 0x5A, len);
+        std::this_thread::sleep_for(milliseconds(1000));
+        stop = true;
+        reader.join();
+        Drain(a_.scq, 200);  // the stream's flushed READs
+        ASSERT_TRUE(ended) << "a did not end the session in 10 s";
+        ASSERT_EQ(rc, 0);
+        std::this_thread::sleep_for(milliseconds(50));
+        std::cout << "[ NOTE     ] round " << round << ": " << read
+                  << " READs completed before the end ("
+                  << HwCounter(a_.name, "pushed_reads") - pushed0
+                  << " written into the sink); dereg took " << ms << " ms" << std::endl;
+        EXPECT_GT(read, 0) << "no READ completed before the session ended";
+        for (size_t i = 0; i < len; i++) {
+            ASSERT_EQ(sink->mem[i], 0x5A) << "byte " << i << " written after dereg returned";
         }
     }
 }
