@@ -102,7 +102,10 @@ struct ntrdma_ib {
 	struct xarray rqp_xa;		/* peer QPN -> the peer's QP */
 	atomic_t rmr_pages;
 	struct ntrdma_export *exp;
-	/* READ sinks the peer may still write (ntrdma_sink.c) */
+	/*
+	 * READ sinks the peer may still write (ntrdma_sink.c); sink_lock
+	 * nests inside a QP's sq_lock, and nothing nests inside it.
+	 */
 	spinlock_t sink_lock;
 	struct list_head sinks_held;
 	atomic_t export_epoch;		/* QP withdrawals so far */

@@ -508,7 +508,8 @@ TEST(VxHdr, ReadRequestPayloadIsAWholeBoundedSinkList) {
 }
 
 TEST(VxHdr, PlacedReadResponseIsOnePayloadlessNotice) {
-    auto r = VxHdr(NTRDMA_VX_READ_RESP, NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_PLACED, 0, 65536);
+    auto r =
+        VxHdr(NTRDMA_VX_READ_RESP, NTRDMA_VX_FIRST | NTRDMA_VX_LAST | NTRDMA_VX_PLACED, 0, 65536);
     EXPECT_EQ(ntrdma_vx_check_hdr(&r, kHdr), 0);
     EXPECT_NE(ntrdma_vx_check_hdr(&r, kHdr + 16), 0);  // with data
     auto mid = r;

@@ -299,13 +299,7 @@ TEST_F(Placement, SmallReadPulledAfterItsWrite) {
         Wr w = WriteWr(2 * i, src->sge(0, len), dst);
         w.flags = 0;
         ASSERT_EQ(Post(c.a, w), 0);
-        Wr rd;
-        rd.op = IBV_WR_RDMA_READ;
-        rd.wr_id = 2 * i + 1;
-        rd.sge = {back->sge(0, len)};
-        rd.raddr = dst->addr();
-        rd.rkey = dst->mr->rkey;
-        ASSERT_EQ(Post(c.a, rd), 0);
+        ASSERT_EQ(Post(c.a, ReadWr(2 * i + 1, back->sge(0, len), dst)), 0);
         std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
         ASSERT_EQ(wc.size(), 1u);
         ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS) << WcStr(wc[0]);
@@ -428,46 +422,16 @@ class PlacementSessionEnd : public Placement {
         ASSERT_TRUE(f.good()) << "inject '" << req << "' into " << dir;
     }
 
-    // WRITEs of all of *src into *dst on @c, unsignalled but every 8th, at
-    // most 32 outstanding, until @stop or the QP fails; counts completions.
-    static void WriteStream(const Conn& c, Buf* src, Buf* dst, ibv_cq* scq,
-                            const std::atomic<bool>& stop, std::atomic<long>* ok) {
+    // @w posted again and again on @c, unsignalled but every 8th, at most
+    // 32 outstanding, until @stop or the QP fails; counts completions.
+    static void Stream(const Conn& c, Wr w, ibv_cq* scq, const std::atomic<bool>& stop,
+                       std::atomic<long>* ok) {
         uint64_t posted = 0, done = 0;
-        Wr w = WriteWr(0, src->sge(0, src->mem.size()), dst);  // dst is deregistered meanwhile
         while (!stop) {
             if (posted - done < 32) {
                 w.wr_id = posted;
                 w.flags = posted % 8 == 7 ? IBV_SEND_SIGNALED : 0;
                 if (Post(c.a, w)) {
-                    return;
-                }
-                posted++;
-            }
-            ibv_wc wc{};
-            while (ibv_poll_cq(scq, 1, &wc) == 1) {
-                if (wc.status != IBV_WC_SUCCESS) {
-                    return;
-                }
-                done += 8;
-                *ok += 8;
-            }
-        }
-    }
-
-    // READs of all of *src (b_) into *sink (a_) on @c, as WriteStream.
-    static void ReadStream(const Conn& c, Buf* sink, Buf* src, ibv_cq* scq,
-                           const std::atomic<bool>& stop, std::atomic<long>* ok) {
-        uint64_t posted = 0, done = 0;
-        Wr rd;
-        rd.op = IBV_WR_RDMA_READ;
-        rd.sge = {sink->sge(0, sink->mem.size())};  // deregistered meanwhile
-        rd.raddr = src->addr();
-        rd.rkey = src->mr->rkey;
-        while (!stop) {
-            if (posted - done < 32) {
-                rd.wr_id = posted;
-                rd.flags = posted % 8 == 7 ? IBV_SEND_SIGNALED : 0;
-                if (Post(c.a, rd)) {
                     return;
                 }
                 posted++;
@@ -504,7 +468,9 @@ TEST_F(PlacementSessionEnd, NothingLandsAfterDeregWhenTheTargetEndsTheSession) {
         Fill(src->p(), len, round + 1);
         std::atomic<bool> stop{false};
         std::atomic<long> written{0};
-        std::thread writer(WriteStream, c, src, dst, a_.scq, std::cref(stop), &written);
+        // dst is deregistered meanwhile
+        std::thread writer(Stream, c, WriteWr(0, src->sge(0, len), dst), a_.scq, std::cref(stop),
+                           &written);
         std::this_thread::sleep_for(milliseconds(200));
         const long long downs = InfoField(dbg_b_, "link_down_events");
         // a is a slow peer: for 1 s (the heartbeat timeout) its link work
@@ -555,7 +521,9 @@ TEST_F(PlacementSessionEnd, NothingLandsInTheSinkAfterDeregWhenTheRequesterEndsT
         const long long pushed0 = HwCounter(a_.name, "pushed_reads");
         std::atomic<bool> stop{false};
         std::atomic<long> read{0};
-        std::thread reader(ReadStream, c, sink, src, a_.scq, std::cref(stop), &read);
+        // sink is deregistered meanwhile
+        std::thread reader(Stream, c, ReadWr(0, sink->sge(0, len), src), a_.scq, std::cref(stop),
+                           &read);
         std::this_thread::sleep_for(milliseconds(200));
         const long long downs = InfoField(dbg_a_, "link_down_events");
         Inject(dbg_b_, "link_deaf 1000");
@@ -594,13 +562,7 @@ class PlacementRead : public Placement {
   protected:
     // A READ of @len bytes of @src (b_) into @sink (a_) on @c; its status.
     ibv_wc_status ReadOnce(const Conn& c, Buf* sink, Buf* src, size_t len, uint64_t wr_id = 1) {
-        Wr rd;
-        rd.op = IBV_WR_RDMA_READ;
-        rd.wr_id = wr_id;
-        rd.sge = {sink->sge(0, len)};
-        rd.raddr = src->addr();
-        rd.rkey = src->mr->rkey;
-        if (Post(c.a, rd)) {
+        if (Post(c.a, ReadWr(wr_id, sink->sge(0, len), src))) {
             return IBV_WC_GENERAL_ERR;
         }
         std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
@@ -670,13 +632,8 @@ TEST_F(PlacementRead, NothingLandsInTheSinkAfterFlushAndDereg) {
         Fill(src->p(), len, round + 11);
         const int n = std::min<int>(16, c.cap_a.max_send_wr);
         for (int i = 0; i < n; i++) {
-            Wr rd;
-            rd.op = IBV_WR_RDMA_READ;
-            rd.wr_id = 100 + i;
+            Wr rd = ReadWr(100 + i, sink->sge(0, len), src);
             rd.flags = 0;
-            rd.sge = {sink->sge(0, len)};
-            rd.raddr = src->addr();
-            rd.rkey = src->mr->rkey;
             ASSERT_EQ(Post(c.a, rd), 0);
         }
         ibv_qp_attr attr{};

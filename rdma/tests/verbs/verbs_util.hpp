@@ -272,6 +272,13 @@ inline Wr WriteWr(uint64_t wr_id, ibv_sge sge, const Buf* dst, size_t dst_off = 
     return w;
 }
 
+// A signalled RDMA READ of the start of @src into @sge.
+inline Wr ReadWr(uint64_t wr_id, ibv_sge sge, const Buf* src) {
+    Wr w = WriteWr(wr_id, sge, src);
+    w.op = IBV_WR_RDMA_READ;
+    return w;
+}
+
 inline void Build(const Wr& w, ibv_send_wr* wr) {
     *wr = ibv_send_wr{};
     wr->wr_id = w.wr_id;
