@@ -447,6 +447,52 @@ class PlacementSessionEnd : public Placement {
         }
     }
 
+    // ConnectDirect() once both ports are up again (the last round ended
+    // the session).
+    void ConnectWhenUp(size_t len, Conn* c, Buf** src, Buf** dst) {
+        ASSERT_TRUE(WaitUntil(30000, [&] { return PortActive(a_) && PortActive(b_); }))
+            << "the ports did not come back up";
+        ConnectDirect(len, c, src, dst);
+    }
+
+    // @w streams on @c while the side of debugfs @deaf stops looking at
+    // its link for 1 s and corrupts a completion index, so that the side of
+    // @ender ends the session; then @victim (of @ender's side, written by
+    // the stream) is deregistered at once and poisoned: not one byte may
+    // land in it after dereg returned. The completions before the end.
+    long EndUnderStream(const Conn& c, const Wr& w, const std::string& deaf,
+                        const std::string& ender, Buf* victim) {
+        const size_t len = victim->mem.size();
+        std::atomic<bool> stop{false};
+        std::atomic<long> done{0};
+        std::thread streamer(Stream, c, w, a_.scq, std::cref(stop), &done);
+        std::this_thread::sleep_for(milliseconds(200));
+        const long long downs = InfoField(ender, "link_down_events");
+        Inject(deaf, "link_deaf 1000");
+        Inject(deaf, "cq_prod 7 3735928559");
+        const bool ended =
+            WaitUntil(10000, [&] { return InfoField(ender, "link_down_events") > downs; });
+        const auto t0 = Clock::now();
+        const int rc = ended ? Dereg(victim) : -1;
+        const long ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+        std::memset(victim->mem.data(), 0x5A, len);
+        std::this_thread::sleep_for(milliseconds(1000));
+        stop = true;
+        streamer.join();
+        Drain(a_.scq, 200);  // the stream's flushed WQEs
+        EXPECT_TRUE(ended) << "the session did not end in 10 s";
+        EXPECT_EQ(rc, 0);
+        std::cout << "[ NOTE     ] dereg took " << ms << " ms" << std::endl;
+        EXPECT_GT(done, 0) << "nothing completed before the session ended";
+        for (size_t i = 0; i < len; i++) {
+            if (victim->mem[i] != 0x5A) {
+                ADD_FAILURE() << "byte " << i << " written after dereg returned";
+                break;
+            }
+        }
+        return done;
+    }
+
     std::string dbg_a_, dbg_b_;
 };
 
@@ -460,43 +506,17 @@ TEST_F(PlacementSessionEnd, NothingLandsAfterDeregWhenTheTargetEndsTheSession) {
     const size_t len = 65536;
     for (int round = 0; round < 3; round++) {
         SCOPED_TRACE("round " + std::to_string(round));
-        ASSERT_TRUE(WaitUntil(30000, [&] { return PortActive(a_) && PortActive(b_); }))
-            << "the ports did not come back up";
         Conn c;
         Buf *src, *dst;
-        ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &dst));
+        ASSERT_NO_FATAL_FAILURE(ConnectWhenUp(len, &c, &src, &dst));
         Fill(src->p(), len, round + 1);
-        std::atomic<bool> stop{false};
-        std::atomic<long> written{0};
-        // dst is deregistered meanwhile
-        std::thread writer(Stream, c, WriteWr(0, src->sge(0, len), dst), a_.scq, std::cref(stop),
-                           &written);
-        std::this_thread::sleep_for(milliseconds(200));
-        const long long downs = InfoField(dbg_b_, "link_down_events");
         // a is a slow peer: for 1 s (the heartbeat timeout) its link work
         // looks at nothing. A completion index out of range in b's verbs
         // TQP: b counts a protocol error and ends the session; a, still in
         // it, goes on placing until it looks again.
-        Inject(dbg_a_, "link_deaf 1000");
-        Inject(dbg_a_, "cq_prod 7 3735928559");
-        const bool ended =
-            WaitUntil(10000, [&] { return InfoField(dbg_b_, "link_down_events") > downs; });
-        const auto t0 = Clock::now();
-        const int rc = ended ? Dereg(dst) : -1;
-        const long ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
-        std::memset(dst->mem.data(), 0x5A, len);
-        std::this_thread::sleep_for(milliseconds(1000));
-        stop = true;
-        writer.join();
-        Drain(a_.scq, 200);  // the stream's flushed WRITEs
-        ASSERT_TRUE(ended) << "b did not end the session in 10 s";
-        ASSERT_EQ(rc, 0);
-        std::cout << "[ NOTE     ] round " << round << ": " << written
-                  << " WRITEs completed before the end; dereg took " << ms << " ms" << std::endl;
-        EXPECT_GT(written, 0) << "no WRITE completed before the session ended";
-        for (size_t i = 0; i < len; i++) {
-            ASSERT_EQ(dst->mem[i], 0x5A) << "byte " << i << " written after dereg returned";
-        }
+        const long n = EndUnderStream(c, WriteWr(0, src->sge(0, len), dst), dbg_a_, dbg_b_, dst);
+        std::cout << "[ NOTE     ] round " << round << ": " << n
+                  << " WRITEs completed before the end" << std::endl;
     }
 }
 
@@ -509,46 +529,19 @@ TEST_F(PlacementSessionEnd, NothingLandsInTheSinkAfterDeregWhenTheRequesterEndsT
     const size_t len = 65536;
     for (int round = 0; round < 3; round++) {
         SCOPED_TRACE("round " + std::to_string(round));
-        ASSERT_TRUE(WaitUntil(30000, [&] { return PortActive(a_) && PortActive(b_); }))
-            << "the ports did not come back up";
         Conn c;
         Buf *unused, *src;
-        ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &unused, &src));
+        ASSERT_NO_FATAL_FAILURE(ConnectWhenUp(len, &c, &unused, &src));
         Buf* sink = Reg(a_, len, kLocal);
         ASSERT_FALSE(HasFailure());
         Fill(src->p(), len, round + 1);
         std::this_thread::sleep_for(milliseconds(100));  // a's QP export reaches b
         const long long pushed0 = HwCounter(a_.name, "pushed_reads");
-        std::atomic<bool> stop{false};
-        std::atomic<long> read{0};
-        // sink is deregistered meanwhile
-        std::thread reader(Stream, c, ReadWr(0, sink->sge(0, len), src), a_.scq, std::cref(stop),
-                           &read);
-        std::this_thread::sleep_for(milliseconds(200));
-        const long long downs = InfoField(dbg_a_, "link_down_events");
-        Inject(dbg_b_, "link_deaf 1000");
-        Inject(dbg_b_, "cq_prod 7 3735928559");
-        const bool ended =
-            WaitUntil(10000, [&] { return InfoField(dbg_a_, "link_down_events") > downs; });
-        const auto t0 = Clock::now();
-        const int rc = ended ? Dereg(sink) : -1;
-        const long ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
-        std::memset(sink->mem.data(), 0x5A, len);
-        std::this_thread::sleep_for(milliseconds(1000));
-        stop = true;
-        reader.join();
-        Drain(a_.scq, 200);  // the stream's flushed READs
-        ASSERT_TRUE(ended) << "a did not end the session in 10 s";
-        ASSERT_EQ(rc, 0);
-        std::this_thread::sleep_for(milliseconds(50));
-        std::cout << "[ NOTE     ] round " << round << ": " << read
+        const long n = EndUnderStream(c, ReadWr(0, sink->sge(0, len), src), dbg_b_, dbg_a_, sink);
+        std::cout << "[ NOTE     ] round " << round << ": " << n
                   << " READs completed before the end ("
-                  << HwCounter(a_.name, "pushed_reads") - pushed0
-                  << " written into the sink); dereg took " << ms << " ms" << std::endl;
-        EXPECT_GT(read, 0) << "no READ completed before the session ended";
-        for (size_t i = 0; i < len; i++) {
-            ASSERT_EQ(sink->mem[i], 0x5A) << "byte " << i << " written after dereg returned";
-        }
+                  << HwCounter(a_.name, "pushed_reads") - pushed0 << " written into the sink)"
+                  << std::endl;
     }
 }
 
