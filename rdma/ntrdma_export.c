@@ -268,6 +268,22 @@ static void export_wait_peer_left(struct ntrdma_ib *nib, u32 session)
 }
 
 /**
+ * ntrdma_export_wait_left() - wait (bounded) for the peer to leave @session
+ * @nib: the verbs device
+ * @session: a session that ended
+ *
+ * Process context; bounded by the time a live peer takes to leave an ended
+ * session, counted from its end.
+ *
+ * Return: true when the peer provably left it (a later session runs).
+ */
+bool ntrdma_export_wait_left(struct ntrdma_ib *nib, u32 session)
+{
+	export_wait_peer_left(nib, session);
+	return export_peer_left(nib, session);
+}
+
+/**
  * ntrdma_unexport_mr() - the peer stops placing into @mr
  * @nib: the verbs device
  * @mr: an MR being deregistered (already out of the key table)

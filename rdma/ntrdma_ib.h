@@ -507,6 +507,7 @@ void ntrdma_sink_release(struct ntrdma_ib *nib, struct ntrdma_sink *s,
 			 bool answered);
 void ntrdma_sink_withdrawn(struct ntrdma_ib *nib, u32 qpn, u32 epoch,
 			   u32 session);
+bool ntrdma_sink_mr_quiet(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
 void ntrdma_sink_session_up(struct ntrdma_ib *nib, u32 session);
 void ntrdma_sink_fini(struct ntrdma_ib *nib, bool peer_quiet);
 
@@ -515,6 +516,7 @@ int ntrdma_export_init(struct ntrdma_ib *nib);
 void ntrdma_export_fini(struct ntrdma_ib *nib, bool peer_quiet);
 void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
 bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
+bool ntrdma_export_wait_left(struct ntrdma_ib *nib, u32 session);
 void ntrdma_export_unmap(struct ntrdma_mr *mr);
 void ntrdma_export_qp(struct ntrdma_qp *qp, bool up);
 void ntrdma_export_qp_init(struct ntrdma_qp *qp);

@@ -720,13 +720,14 @@ int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	if (atomic_read(&mr->mw_bound))
 		return -EBUSY;	/* windows are bound to it: unbind them first */
 	/*
-	 * No new users; the peer stops placing into it (else it is not
-	 * worth waiting: the export's reference stays until the peer
-	 * provably left the session); the transfers still using it finish.
+	 * No new users; the peer stops placing into it, and writing the
+	 * sinks of our READs held with it (else it is not worth waiting:
+	 * those references stay until the peer provably left the session);
+	 * the transfers still using it finish.
 	 */
 	/* Unless a rereg put its successor in the slot (same key). */
 	xa_cmpxchg_irq(&nib->mr_xa, mr->index, mr, NULL, GFP_KERNEL);
-	revoked = ntrdma_unexport_mr(nib, mr);
+	revoked = ntrdma_unexport_mr(nib, mr) && ntrdma_sink_mr_quiet(nib, mr);
 	ntrdma_mr_put(mr);
 	if (ntrdma_mr_released(mr, revoked ? NTRDMA_DEREG_WAIT_S : 0))
 		ntrdma_mr_free(mr);

@@ -478,11 +478,6 @@ out:
 /* ---- transmit: the answers ---- */
 
 /*
- * Send what the responder owes, in order: 0 when all went out, negative
- * when the transport is full (the QP waits for its wake-up). A fatal NAK
- * puts the QP in ERR once sent.
- */
-/*
  * A READ written straight into the requester's sink, then its notice: 0
  * when both are done; -EAGAIN when the data is to be sent instead.
  */
@@ -548,6 +543,11 @@ static void resp_drop(struct ntrdma_rsp *r)
 	r->sink = NULL;
 }
 
+/*
+ * Send what the responder owes, in order: 0 when all went out, negative
+ * when the transport is full (the QP waits for its wake-up). A fatal NAK
+ * puts the QP in ERR once sent.
+ */
 int ntrdma_resp_tx(struct ntrdma_qp *qp)
 {
 	struct ntrdma_vx_hdr h;

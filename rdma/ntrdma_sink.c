@@ -256,6 +256,43 @@ void ntrdma_sink_session_up(struct ntrdma_ib *nib, u32 session)
 	sink_free_held(nib, sink_other_session, session, 0, 0);
 }
 
+/* The ended session of a sink held with @mr, or 0. */
+static u32 sink_ended_session(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	u32 now = ntrdma_link_session(nib->ndev), found = 0, i;
+	struct ntrdma_sink *s;
+	unsigned long flags;
+
+	spin_lock_irqsave(&nib->sink_lock, flags);
+	list_for_each_entry(s, &nib->sinks_held, link) {
+		for (i = 0; i < s->nmr && !found; i++)
+			if (s->mr[i] == mr && s->session != now)
+				found = s->session;
+	}
+	spin_unlock_irqrestore(&nib->sink_lock, flags);
+	return found;
+}
+
+/**
+ * ntrdma_sink_mr_quiet() - may dereg wait for @mr's held sinks to go?
+ * @nib: the device
+ * @mr: an MR being deregistered
+ *
+ * Process context, bounded. A sink of the running session goes when the
+ * peer answers the withdrawal (or its silence ends the session); one of an
+ * ended session goes when the peer provably left it: waited for here as
+ * dereg waits for exports, from the session's end.
+ *
+ * Return: false when the peer may still write a sink held with @mr: then
+ * dereg does not wait, and the MR stays (an orphan) until it let go.
+ */
+bool ntrdma_sink_mr_quiet(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	u32 session = sink_ended_session(nib, mr);
+
+	return !session || ntrdma_export_wait_left(nib, session);
+}
+
 static bool sink_any(const struct ntrdma_sink *s, u32 a, u32 b, u32 c)
 {
 	return true;
