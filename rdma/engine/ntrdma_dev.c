@@ -157,7 +157,8 @@ int ntrdma_dev_peer_read(struct ntrdma_dev *ndev, u64 addr, void *buf,
  * Any context but hard irq; the CPU reads across the bridge (slow on
  * hardware: for small reads only).
  *
- * Return: 0, -ENOLINK without a session, -EINVAL outside the window.
+ * Return: 0, -ENOLINK without a session (or the peer told us it left it),
+ * -EINVAL outside the window.
  */
 int ntrdma_dev_pull(struct ntrdma_dev *ndev, const struct ntrdma_tqp_piece *pc,
 		    int n)
@@ -171,8 +172,8 @@ int ntrdma_dev_pull(struct ntrdma_dev *ndev, const struct ntrdma_tqp_piece *pc,
 		    end > ntrdma_dev_peer_reach(ndev) ||
 		    pc[i].off + pc[i].len > PAGE_SIZE)
 			return -EINVAL;
-	if (!ntrdma_link_is_up(ndev))
-		return -ENOLINK;
+	if (ntrdma_link_peer_gone(ndev))
+		return -ENOLINK;	/* its pages may be given back */
 	for (i = 0; i < n; i++) {
 		va = kmap_local_page(pc[i].page);
 		memcpy_fromio(va + pc[i].off, ndev->flat + pc[i].dst, pc[i].len);

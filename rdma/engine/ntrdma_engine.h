@@ -103,6 +103,7 @@ unsigned int ntrdma_rxbuf_count(struct ntrdma_dev *ndev, size_t len,
 
 bool ntrdma_link_is_up(struct ntrdma_dev *ndev);
 u32 ntrdma_link_session(struct ntrdma_dev *ndev);
+bool ntrdma_link_peer_gone(struct ntrdma_dev *ndev);
 unsigned long ntrdma_link_ended_at(struct ntrdma_dev *ndev);
 unsigned long ntrdma_link_leave_timeout(struct ntrdma_dev *ndev);
 void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what);

@@ -29,6 +29,10 @@
  *   link_deaf MS       for MS ms (at most 10000) our link work ignores the
  *                      peer: a slow peer, late to see a session end
  *                      (heartbeat, epoch and link checks all wait)
+ *   proto_error        this side ends the session as on a protocol error
+ *                      of the peer (counted): an end at a known moment,
+ *                      where a malformed index the peer's own traffic
+ *                      soon overwrites may go unseen
  * The others fail with -ENOLINK without a session. The fuzzer leaves alone the
  * receive buffer descriptors in the peer's inbox: they name OUR memory
  * (buffers we posted), and a hostile peer corrupts only itself there.
@@ -229,6 +233,10 @@ static int fault_run(struct ntrdma_dev *ndev, const char *buf)
 		return rc;
 	if (!ntrdma_link_is_up(ndev) || !pi)
 		return -ENOLINK;
+	if (!strcmp(buf, "proto_error")) {
+		ntrdma_link_proto_error(ndev, "injected by the test hook");
+		return 0;
+	}
 	if (sscanf(buf, "fuzz %u %llu", &n, &seed) == 2)
 		return fault_fuzz(ndev, pi, min_t(u32, n, 1U << 20), seed);
 	rc = fault_run_tqp(ndev, pi, buf);

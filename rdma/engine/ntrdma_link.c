@@ -92,6 +92,24 @@ bool ntrdma_link_is_up(struct ntrdma_dev *ndev)
 }
 
 /**
+ * ntrdma_link_peer_gone() - may we no longer write into the peer's memory?
+ * @ndev: the device
+ *
+ * Any context; reads our own memory only. Placements into the peer's
+ * pages ask before each copy: a peer that ended the session says so in
+ * our inbox first thing, and may give those pages back soon after.
+ *
+ * Return: true when no session runs or the peer told us it left this one.
+ */
+bool ntrdma_link_peer_gone(struct ntrdma_dev *ndev)
+{
+	u32 peer = READ_ONCE(ndev->peer_epoch);
+
+	return !ntrdma_link_is_up(ndev) || !peer ||
+	       READ_ONCE(ndev->inbox->left) == peer;
+}
+
+/**
  * ntrdma_link_session() - which session runs
  * @ndev: the device
  *
@@ -276,16 +294,34 @@ static void ntrdma_go_up(struct ntrdma_dev *ndev)
 	ntrdma_faces_link(ndev, true);
 }
 
+/*
+ * Tell the peer in its inbox that we left the session: it stops writing
+ * into our memory at its next placement (ntrdma_link_peer_gone()), not only
+ * once its link work looks. Its inbox stays its until we withdraw our
+ * acknowledgment (ntrdma_publish(), later). Not over a link that is down.
+ */
+static void ntrdma_tell_left(struct ntrdma_dev *ndev)
+{
+	struct ntrdma_inbox __iomem *pi = READ_ONCE(ndev->pinbox);
+
+	if (!pi || !ndev->hw_up)
+		return;
+	iowrite32(ndev->epoch, &pi->left);
+	wmb(); /* before anything we do about the end */
+}
+
 /* If up: down for every face (they stop and flush), logged once. */
 static void ntrdma_leave_up(struct ntrdma_dev *ndev, const char *why)
 {
 	lockdep_assert_held(&ndev->link_lock);
 	if (ndev->state != NTRDMA_LINK_UP)
 		return;
+	ntrdma_tell_left(ndev);
 	WRITE_ONCE(ndev->ended_at, jiffies);
 	smp_wmb(); /* the end's time before the state that tells of it */
 	WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
 	del_timer_sync(&ndev->hb_timer);
+	ntrdma_tell_left(ndev);	/* again: a last beat may have raced it */
 	atomic64_inc(&ndev->stats.link_down_events);
 	dev_info(&ndev->ntb->dev, "%s: link down: %s\n", ndev->name, why);
 	ntrdma_faces_link(ndev, false);
@@ -306,7 +342,7 @@ static void ntrdma_go_down(struct ntrdma_dev *ndev, const char *why)
 		ndev->flat_trans = false;
 	}
 	ndev->epoch = ntrdma_new_epoch(ndev->epoch);
-	ndev->peer_epoch = 0;
+	WRITE_ONCE(ndev->peer_epoch, 0);
 	ndev->pinbox = NULL;
 	/* The peer cannot write our inbox until it accepts the new epoch. */
 	memset(ndev->inbox, 0, ndev->inbox_size);
@@ -358,7 +394,7 @@ static void ntrdma_try_accept(struct ntrdma_dev *ndev)
 	 * again before the acknowledgment lets the peer write for this one.
 	 */
 	memset(ndev->inbox, 0, ndev->inbox_size);
-	ndev->peer_epoch = epoch;
+	WRITE_ONCE(ndev->peer_epoch, epoch);
 	ndev->pinbox = (struct ntrdma_inbox __iomem *)(ndev->flat + inbox);
 	ndev->pinbox_off = inbox;
 	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_ACK, epoch);
@@ -418,7 +454,7 @@ static void ntrdma_link_work(struct work_struct *work)
 		if (ndev->peer_epoch &&
 		    ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) != ndev->peer_epoch) {
 			/* The peer withdrew the session we had accepted. */
-			ndev->peer_epoch = 0;
+			WRITE_ONCE(ndev->peer_epoch, 0);
 			ndev->pinbox = NULL;
 			ntrdma_publish(ndev);
 		}
@@ -431,6 +467,10 @@ static void ntrdma_link_work(struct work_struct *work)
 	/* Up: did the peer break the protocol, restart, or stop beating? */
 	if (atomic_xchg(&ndev->proto_fault, 0)) {
 		ntrdma_go_down(ndev, "peer protocol error");
+		goto resched;
+	}
+	if (READ_ONCE(ndev->inbox->left) == ndev->peer_epoch) {
+		ntrdma_go_down(ndev, "the peer left the session");
 		goto resched;
 	}
 	if (ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) != ndev->peer_epoch) {

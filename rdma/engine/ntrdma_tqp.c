@@ -963,7 +963,8 @@ static bool tqp_pieces_reach(struct ntrdma_tqp *tqp,
  * context but hard irq.
  *
  * Return: 0 once the bytes are written, -ENOSPC (see above), -ENOLINK
- * without a session, -EINVAL for a piece outside the window.
+ * without a session or once the peer told us it left it (it may give its
+ * pages back right after), -EINVAL for a piece outside the window.
  */
 int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
 		     int n)
@@ -975,7 +976,8 @@ int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
 	if (n < 1 || n > NTRDMA_TQP_MAX_SGE || !tqp_pieces_reach(tqp, pc, n))
 		return -EINVAL;
 	spin_lock_irqsave(&tqp->tx_lock, flags);
-	if (!READ_ONCE(tqp->active) || !tqp_peer(tqp)) {
+	if (!READ_ONCE(tqp->active) || !tqp_peer(tqp) ||
+	    ntrdma_link_peer_gone(tqp->ndev)) {
 		rc = -ENOLINK;
 	} else if (tqp->tail || tqp->tx_done != tqp->tx_pos) {
 		tqp->dma_wake = true;	/* after the copies in flight */

@@ -136,7 +136,7 @@ struct ntrdma_inbox {
 	u32 magic;
 	u32 epoch;		/* the writer's epoch, for stale-write checks */
 	u32 hb_seq;		/* heartbeat counter */
-	u32 pad0;
+	u32 left;		/* the writer's epoch once it left the session */
 	u32 vdb[NTRDMA_VDB_COUNT];
 	u32 cmd_prod;		/* requests the peer wrote into cmd[] */
 	u32 rsp_prod;		/* responses the peer wrote into rsp[] */

@@ -262,6 +262,14 @@ TEST(Layout, InboxFitsItsPagesAndRingsArePowersOfTwo) {
     EXPECT_LE(sizeof(ntrdma_inbox), 20u * 4096u);
 }
 
+// The leave notice took what was padding: a peer of the previous version
+// writes 0 there (never an epoch), and ours lands where it wrote nothing.
+TEST(Layout, LeaveNoticeWhereThePaddingWas) {
+    EXPECT_EQ(offsetof(ntrdma_inbox, hb_seq), 8u);
+    EXPECT_EQ(offsetof(ntrdma_inbox, left), 12u);
+    EXPECT_EQ(offsetof(ntrdma_inbox, vdb), 16u);
+}
+
 TEST(Layout, VirtualDoorbellsOfEveryQueuePairFit) {
     EXPECT_LT(NTRDMA_VDB_TQP(NTRDMA_TQP_COUNT - 1, NTRDMA_TQP_VDB_STATE), NTRDMA_VDB_COUNT);
     EXPECT_NE(NTRDMA_VDB_TQP(0, NTRDMA_TQP_VDB_RX), NTRDMA_VDB_CMD);

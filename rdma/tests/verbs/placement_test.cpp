@@ -456,9 +456,9 @@ class PlacementSessionEnd : public Placement {
     }
 
     // @w streams on @c while the side of debugfs @deaf stops looking at
-    // its link for 1 s and corrupts a completion index, so that the side of
-    // @ender ends the session; then @victim (of @ender's side, written by
-    // the stream) is deregistered at once and poisoned: not one byte may
+    // its link for 1 s and the side of @ender ends the session (as on a
+    // protocol error of the peer); then @victim (of @ender's side, written
+    // by the stream) is deregistered at once and poisoned: not one byte may
     // land in it after dereg returned. The completions before the end.
     long EndUnderStream(const Conn& c, const Wr& w, const std::string& deaf,
                         const std::string& ender, Buf* victim) {
@@ -469,7 +469,7 @@ class PlacementSessionEnd : public Placement {
         std::this_thread::sleep_for(milliseconds(200));
         const long long downs = InfoField(ender, "link_down_events");
         Inject(deaf, "link_deaf 1000");
-        Inject(deaf, "cq_prod 7 3735928559");
+        Inject(ender, "proto_error");
         const bool ended =
             WaitUntil(10000, [&] { return InfoField(ender, "link_down_events") > downs; });
         const auto t0 = Clock::now();
@@ -511,9 +511,9 @@ TEST_F(PlacementSessionEnd, NothingLandsAfterDeregWhenTheTargetEndsTheSession) {
         ASSERT_NO_FATAL_FAILURE(ConnectWhenUp(len, &c, &src, &dst));
         Fill(src->p(), len, round + 1);
         // a is a slow peer: for 1 s (the heartbeat timeout) its link work
-        // looks at nothing. A completion index out of range in b's verbs
-        // TQP: b counts a protocol error and ends the session; a, still in
-        // it, goes on placing until it looks again.
+        // looks at nothing. b ends the session (as on a protocol error of
+        // a); a, still in it, would go on placing until it looks again but
+        // for b's leave notice, which its placements read.
         const long n = EndUnderStream(c, WriteWr(0, src->sge(0, len), dst), dbg_a_, dbg_b_, dst);
         std::cout << "[ NOTE     ] round " << round << ": " << n
                   << " WRITEs completed before the end" << std::endl;
