@@ -13,6 +13,13 @@ mkdir -p "$OUT"
 pass=0
 fail=0
 skip=0
+T_START=$SECONDS
+# What the end of the output repeats (CI may show only the tail): every
+# failure with the lines that led to it, and each test-bed run's time.
+FAILURES=$OUT/failures.txt
+TIMES=$OUT/times.txt
+: >"$FAILURES"
+: >"$TIMES"
 
 result() { # ok|fail NAME
 	if [ "$1" = ok ]; then
@@ -21,7 +28,14 @@ result() { # ok|fail NAME
 	else
 		fail=$((fail + 1))
 		echo "not ok - $2"
+		echo "not ok - $2" >>"$FAILURES"
 	fi
+}
+
+# The diagnostics before KTAP line @2 (a "not ok") in @1, for the summary.
+failure_context() { # KTAP LINE
+	grep -F -x -B12 -- "$2" "$1" | grep -E '^ *#' | grep -vE '^ *# (ok|time:)' |
+		tail -10 | cut -c1-300 | sed 's/^ */#   /' >>"$FAILURES"
 }
 
 echo "TAP version 13"
@@ -79,7 +93,8 @@ case $? in
    result fail "provider builds for rdma-core 56" ;;
 esac
 
-# Test-bed runs, NAME:FLAT:TESTS[:TCG[:TESTBED OPTIONS]].
+# Test-bed runs, NAME:FLAT:TESTS[:TCG[:TESTBED OPTIONS[:ENV]]], ENV a
+# comma-separated list of VAR=VALUE for the tests.
 # Stock NTB clients expect two small windows (no flat window); NTRDMA runs
 # in windowed mode there and in flat mode on the flat window: one test-bed
 # run each, in both topologies.
@@ -89,21 +104,26 @@ NTR="ntrdma:1:ntb_hw_probe_test.sh,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrd
 # thread: with one thread per vCPU, QEMU 7.2 can leave a vCPU in a stale
 # translation of kernel text the other one re-patched (README, Liveness).
 SOAK="soak:1:ntrdma_soak_test.sh:single"
+# The net test's short form (2 load/unload cycles, 2 s iperf3 runs) where
+# the pair flat run has the long one (make check's time).
+QUICK_NET="NTRDMA_CYCLES=2,IPERF_SECS=2"
 # The Debian packages, installed into a guest booted without the build
 # tree's modules; the tools test then runs on what they installed.
 DEB="deb:1:ntrdma_deb_test.sh::--no-modules"
 # In the loop topology the tools test runs in the deb run (on the packages);
-# the rdma_cm and pyverbs tests run in pair (two kernels; the cm test in its
-# stock run too), so the loop flat run leaves them out (make check's time).
+# the rdma_cm and pyverbs tests run in pair (two kernels), so the loop flat
+# run leaves them out (make check's time).
 NTR_LOOP=${NTR/ntrdma_tools_test.sh,/}
 NTR_LOOP=${NTR_LOOP/ntrdma_cm_test.sh,/}
-NTR_LOOP=${NTR_LOOP/ntrdma_pyverbs_test.sh,/}
+NTR_LOOP=${NTR_LOOP/ntrdma_pyverbs_test.sh,/}:::$QUICK_NET
 # The stock run (no flat window) also runs ntrdma's net, engine and verbs
-# tests in windowed mode in both topologies, the tools test in loop and the
-# rdma_cm test in pair (make check's time: both run in flat mode in pair).
+# tests in windowed mode in both topologies, and the tools test in loop
+# (make check's time: the tools and rdma_cm tests run in flat mode in pair).
 WIN=$STOCK,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh
-RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$WIN,ntrdma_tools_test.sh $NTR_LOOP $SOAK $DEB"}}
-RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$WIN,ntrdma_cm_test.sh $NTR $SOAK"}}
+# The soak's short form runs in pair (two kernels, peer-guest kills);
+# make soak runs the long form in both topologies.
+RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$WIN,ntrdma_tools_test.sh:::$QUICK_NET $NTR_LOOP $DEB"}}
+RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$WIN:::$QUICK_NET $NTR $SOAK"}}
 
 # Debian 13's kernel (6.12, from bookworm-backports: scripts/kernel-6.12.sh).
 # CHECK_K612=subset (default): one more loop run on it, the engine, net
@@ -113,7 +133,7 @@ RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$WIN,ntrdma_cm_test.sh $NTR $SOAK"}}
 # of the default kernel (a failure when it cannot be installed).
 # CHECK_K612=0: none.
 K612=${CHECK_K612:-subset}
-K612_RUN="k612:1:ntrdma_engine_test.sh,ntrdma_net_test.sh,ntrdma_ib_test.sh"
+K612_RUN="k612:1:ntrdma_engine_test.sh,ntrdma_net_test.sh,ntrdma_ib_test.sh:::$QUICK_NET"
 K612_OPTS=
 if [ "$K612" != 0 ]; then
 	echo "# Debian 13 kernel (6.12): scripts/kernel-6.12.sh"
@@ -138,7 +158,7 @@ for topo in $TOPOS; do
 runs_var=RUNS_$topo
 for run in ${!runs_var}; do
 	# NAME:FLAT:TESTS[:TCG] (TCG: QEMU's TCG threading, single or multi)
-	IFS=: read -r rname flat tests tcg opts <<<"$run"
+	IFS=: read -r rname flat tests tcg opts envs <<<"$run"
 	# 6.12 guests run their vCPUs on one TCG thread, as the soak's: there
 	# the net test's load/unload cycles met the emulator's stale
 	# translation of patched kernel text (README, Kernels) about once in
@@ -151,9 +171,11 @@ for run in ${!runs_var}; do
 	tout=$OUT/$topo-$rname
 	mkdir -p "$tout"
 	# shellcheck disable=SC2086 # opts: testbed options, split on purpose
+	t_run=$SECONDS
 	TESTBED_TCG_THREAD=$tcg "$ROOT/scripts/testbed.sh" --topo "$topo" --flat "$flat" --timeout 1800 \
-		$opts --out "$tout" -- selftests/run.sh ${tests//,/ } > "$tout/testbed.log" 2>&1
+		$opts --out "$tout" -- env ${envs//,/ } selftests/run.sh ${tests//,/ } > "$tout/testbed.log" 2>&1
 	rc=$?
+	echo "$topo/$rname: $((SECONDS - t_run)) s (testbed exit $rc)" >>"$TIMES"
 	ktap=$(ls "$tout"/ktap.*.txt 2>/dev/null | head -1)
 	if [ -z "$ktap" ]; then
 		tail -30 "$tout/testbed.log" | sed 's/^/# /'
@@ -166,11 +188,13 @@ for run in ${!runs_var}; do
 		name="$topo/$rname: ${line#*ok }"
 		case $line in
 		*"# SKIP"*) skip=$((skip + 1)); echo "ok - $name" ;;
-		"not ok"*) result fail "$name" ;;
+		"not ok"*) result fail "$name"; failure_context "$ktap" "    $line" ;;
 		*) result ok "$name" ;;
 		esac
 	done < <(sed -nE 's/^    ((not )?ok [0-9]+ .*)/\1/p' "$ktap")
 	# A test program that failed without leaf results, or a dirty console.
+	# gtest's failure messages (ntrdma_ib_test.sh prints them before its results)
+	grep -A5 ': Failure$' "$ktap" | head -40 | cut -c1-300 | sed 's/^/#   /' >>"$FAILURES"
 	if grep -qE '^not ok [0-9]+ selftests' "$ktap" &&
 	   ! grep -qE '^    not ok' "$ktap"; then
 		result fail "$topo/$rname: a test program failed: $(grep -E '^not ok' "$ktap" | head -1)"
@@ -204,6 +228,13 @@ if [ "${CHECK_BENCH:-1}" = 1 ]; then
 		result fail "bench smoke: chart.png written"
 fi
 
+echo "# test-bed runs (wall time):"
+sed 's/^/#   /' "$TIMES"
+echo "# make check took $(((SECONDS - T_START) / 60)) min"
+if [ -s "$FAILURES" ]; then
+	echo "# failures again (each with the diagnostics before it):"
+	sed 's/^/# /' "$FAILURES" | head -150
+fi
 echo "# skipped: $skip"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
