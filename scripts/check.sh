@@ -111,19 +111,19 @@ QUICK_NET="NTRDMA_CYCLES=2,IPERF_SECS=2"
 # tree's modules; the tools test then runs on what they installed.
 DEB="deb:1:ntrdma_deb_test.sh::--no-modules"
 # In the loop topology the tools test runs in the deb run (on the packages);
-# the rdma_cm and pyverbs tests run in pair (two kernels), so the loop flat
-# run leaves them out (make check's time).
+# the rdma_cm and pyverbs tests run in pair (two kernels; the cm test in its
+# stock run too), so the loop flat run leaves them out (make check's time).
 NTR_LOOP=${NTR/ntrdma_tools_test.sh,/}
 NTR_LOOP=${NTR_LOOP/ntrdma_cm_test.sh,/}
 NTR_LOOP=${NTR_LOOP/ntrdma_pyverbs_test.sh,/}:::$QUICK_NET
 # The stock run (no flat window) also runs ntrdma's net, engine and verbs
-# tests in windowed mode in both topologies, and the tools test in loop
-# (make check's time: the tools and rdma_cm tests run in flat mode in pair).
+# tests in windowed mode in both topologies, the tools test in loop and the
+# rdma_cm test in pair (make check's time: both run in flat mode in pair).
 WIN=$STOCK,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh
 # The soak's short form runs in pair (two kernels, peer-guest kills);
 # make soak runs the long form in both topologies.
 RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$WIN,ntrdma_tools_test.sh:::$QUICK_NET $NTR_LOOP $DEB"}}
-RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$WIN:::$QUICK_NET $NTR $SOAK"}}
+RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$WIN,ntrdma_cm_test.sh:::$QUICK_NET $NTR $SOAK"}}
 
 # Debian 13's kernel (6.12, from bookworm-backports: scripts/kernel-6.12.sh).
 # CHECK_K612=subset (default): one more loop run on it, the engine, net
