@@ -321,7 +321,6 @@ static void ntrdma_leave_up(struct ntrdma_dev *ndev, const char *why)
 	smp_wmb(); /* the end's time before the state that tells of it */
 	WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
 	del_timer_sync(&ndev->hb_timer);
-	ntrdma_tell_left(ndev);	/* again: a last beat may have raced it */
 	atomic64_inc(&ndev->stats.link_down_events);
 	dev_info(&ndev->ntb->dev, "%s: link down: %s\n", ndev->name, why);
 	ntrdma_faces_link(ndev, false);
