@@ -349,6 +349,7 @@ static const struct rdma_stat_desc ntrdma_hw_desc[NTRDMA_HW_NSTATS] = {
 	[NTRDMA_HW_NAK_NO_QP_SENT] = { .name = "nak_no_qp_sent" },
 	[NTRDMA_HW_PLACED_WRITES] = { .name = "placed_writes" },
 	[NTRDMA_HW_PLACED_BYTES] = { .name = "placed_bytes" },
+	[NTRDMA_HW_PLACED_DMA_BYTES] = { .name = "placed_dma_bytes" },
 	[NTRDMA_HW_PULLED_READS] = { .name = "pulled_reads" },
 	[NTRDMA_HW_PUSHED_READS] = { .name = "pushed_reads" },
 	[NTRDMA_HW_UD_DROPPED] = { .name = "ud_dropped" },

@@ -66,6 +66,7 @@ enum ntrdma_hw_stat {
 	NTRDMA_HW_NAK_NO_QP_SENT,	/* segments for no QP (or not ready) */
 	NTRDMA_HW_PLACED_WRITES,	/* WRITEs placed into the peer's MR */
 	NTRDMA_HW_PLACED_BYTES,
+	NTRDMA_HW_PLACED_DMA_BYTES,	/* ...of them, by the DMA channel */
 	NTRDMA_HW_PULLED_READS,		/* READs read from the peer's MR */
 	NTRDMA_HW_PUSHED_READS,		/* READs the peer wrote into our sink */
 	NTRDMA_HW_UD_DROPPED,		/* datagrams no receive took */
@@ -235,11 +236,12 @@ struct ntrdma_swqe {
 	bool out;		/* all of it went out */
 	bool done;		/* acknowledged / answered */
 	bool direct;		/* WRITE: placed directly (ntrdma_rmr.c) */
+	bool placing;		/* ...by the DMA channel: done at seg_end */
 	bool skipped;		/* its first segment says NTRDMA_VX_SKIPPED */
 	bool inv_local;		/* READ_WITH_INV: w.imm_data is the sink key */
 	struct ntrdma_sink *sink;	/* READ: its pages, mapped for the peer */
 	int status;		/* its completion status */
-	u32 seg_end;		/* UD: the pool's count once its segment left */
+	u32 seg_end;		/* UD, placing: the pool's count once it left */
 };
 
 /* A receive WQE being filled (SEND, or WRITE with immediate). */
@@ -282,6 +284,7 @@ struct ntrdma_rsp {
 /* One segment in flight: what its send_done releases. */
 struct ntrdma_seg_meta {
 	struct ntrdma_seg_pool *pool;	/* NULL: a device NAK slot */
+	bool placement;			/* a direct placement, not a segment */
 	u32 nmr;
 	struct ntrdma_mr *mr[NTRDMA_MAX_SGE + 1];
 };
@@ -298,6 +301,7 @@ struct ntrdma_seg_pool {
 	u32 done;
 	bool blocked;			/* a sender waits for a free slot */
 	bool dying;			/* destroy: no more wake-ups */
+	bool place_failed;		/* a placement's copy failed */
 	void *slots;			/* NTRDMA_QP_SEGS header slots */
 	struct ntrdma_seg_meta meta[NTRDMA_QP_SEGS];
 };
@@ -470,7 +474,10 @@ void ntrdma_vx_flush_rx(struct ntrdma_ib *nib);
 void ntrdma_vx_kick(struct ntrdma_qp *qp);
 void ntrdma_vx_flush_tx(struct ntrdma_qp *qp);
 int ntrdma_vx_place(struct ntrdma_qp *qp, const struct ntrdma_tqp_piece *pc,
-		    int n);
+		    int n, struct ntrdma_mr *const *mr, int nmr);
+bool ntrdma_vx_place_fence(struct ntrdma_ib *nib);
+bool ntrdma_vx_place_busy(struct ntrdma_ib *nib);
+bool ntrdma_vx_place_failed(struct ntrdma_qp *qp);
 void ntrdma_vx_qp_fini(struct ntrdma_qp *qp);
 void ntrdma_vx_wake(struct ntrdma_ib *nib);
 struct ntrdma_qp *ntrdma_vx_deliver(struct ntrdma_ib *nib, void *buf,

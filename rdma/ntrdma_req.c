@@ -231,6 +231,20 @@ static int req_invalidate_sink(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	return 0;
 }
 
+/*
+ * A WQE placed by the DMA channel is complete once its copies are: then
+ * its source pages may be reused (a failed copy fails it).
+ */
+static bool req_placed(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	if (!ntrdma_vx_pool_wait(qp, w->seg_end))
+		return false;
+	if (!w->status && ntrdma_vx_place_failed(qp))
+		w->status = IB_WC_GENERAL_ERR;
+	w->placing = false;
+	return true;
+}
+
 /* Complete finished WQEs in order; false if the QP entered ERR. */
 static bool req_complete(struct ntrdma_qp *qp)
 {
@@ -245,6 +259,8 @@ static bool req_complete(struct ntrdma_qp *qp)
 		w = swqe(qp, cons);
 		if (!w->done && (qp->ibqp.qp_type != IB_QPT_UD ||
 				 !ntrdma_ud_wqe_done(qp, w)))
+			break;
+		if (w->placing && !req_placed(qp, w))
 			break;
 		st = w->status;
 		if (!st && w->inv_local)
@@ -759,6 +775,8 @@ void ntrdma_req_reset(struct ntrdma_qp *qp)
 	qp->rnr_left = qp->rnr_retry;
 	qp->rnr_wait = false;
 	qp->rd_out = 0;
+	if (qp->seg_pool)
+		WRITE_ONCE(qp->seg_pool->place_failed, false);
 }
 
 /* A WQE has started to go out but not all of it has (SQD waits for it). */

@@ -4,9 +4,10 @@
  * MRs (key, PD, access, iova range, the DMA addresses of their pages) and
  * QPs (PD, access, which of our QPs each talks to) over the command channel
  * (ntrdma_export.c is the exporting side); an RDMA WRITE whose every check
- * passes here is written by our CPU straight into the target's pages
- * through the flat window, in the order of the verbs TQP: no receive
- * buffer, no copy and no work on the target.
+ * passes here is written straight into the target's pages through the
+ * flat window, in the order of the verbs TQP, by its DMA channel or our
+ * CPU (ntrdma_place.c): no receive buffer, no copy and no work on the
+ * target.
  *
  * Everything the peer sends is checked first: sizes, counts, and every page
  * address against the window. A WRITE places only when the QP it goes to
@@ -17,14 +18,16 @@
  *
  * READs: a small one is read through the window by our CPU (read_pull_max);
  * as responder, a READ whose READ_REQ named a sink (ntrdma_sink.c) is
- * written by our CPU straight into the requester's pages, while the
+ * written straight into the requester's pages (channel or CPU), while the
  * requester's QP is exported in the epoch the READ_REQ names, then a
  * notice follows in the TQP's order; otherwise its data is sent.
  *
  * Revocation: an export leaves the tables under place_lock, and every
- * placement looks up and copies under place_lock, so once a handler has
- * taken and dropped the lock no placement into the revoked pages is in
- * flight, and only then does it answer. The session ending clears all.
+ * placement looks up and copies (or queues its copies on the DMA channel)
+ * under place_lock, so once a handler has taken and dropped the lock no
+ * placement into the revoked pages starts; once the channel's queued
+ * placements are done too (ntrdma_vx_place_fence()), none is in flight,
+ * and only then does it answer. The session ending clears all.
  */
 
 #include <linux/highmem.h>
@@ -201,7 +204,8 @@ static int rmr_revoke(struct ntrdma_ib *nib, const void *req, u16 len)
 		rmr_drain(nib);
 		rmr_free(nib, rmr);
 	}
-	return 0;
+	/* copies the channel still makes: the peer keeps its pages on error */
+	return ntrdma_vx_place_fence(nib) ? 0 : -EIO;
 }
 
 /* NTRDMA_CMD_QP_EXPORT: a QP of the peer takes placements, or no more. */
@@ -235,7 +239,7 @@ static int rqp_export(struct ntrdma_ib *nib, const void *req, u16 len)
 		rmr_drain(nib);
 		kfree(old);
 	}
-	return 0;
+	return ntrdma_vx_place_fence(nib) ? 0 : -EIO;
 }
 
 /*
@@ -458,15 +462,43 @@ static int place_pieces(const struct ntrdma_rmr *rmr,
 	return n;
 }
 
+/*
+ * Place @n pieces of @w (its payload up to @c): by the CPU now, or on the
+ * DMA channel holding the source MRs (those of the SGEs the pieces came
+ * from), and then @w completes once the QP's segment count passes
+ * w->seg_end (ntrdma_req.c). 0 or the error of ntrdma_vx_place().
+ */
+static int place_chunk(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
+		       const struct place_cur *c,
+		       const struct ntrdma_tqp_piece *pc, int n)
+{
+	struct ntrdma_mr *mr[NTRDMA_MAX_SGE];
+	u32 i, nmr = 0, end = c->sge_off ? c->sge_i + 1 : c->sge_i;
+	int rc;
+
+	if (!(w->w.flags & IB_SEND_INLINE))
+		for (i = w->sge_i; i < end && i < w->nsge; i++)
+			mr[nmr++] = w->sge[i].mr;
+	rc = ntrdma_vx_place(qp, pc, n, mr, nmr);
+	if (rc == 1) {
+		w->placing = true;
+		w->seg_end = qp->seg_pool->prod;
+		rc = 0;
+	}
+	return rc;
+}
+
 /**
  * ntrdma_place_write() - place an RDMA WRITE straight into the target MR
  * @qp: the requester QP (sq_lock held)
  * @w: its WRITE WQE, checked locally; w->sent bytes placed already
  *
- * Return: 0 when all of it is placed (the WQE is complete); -EAGAIN when it
+ * Return: 0 when all of it is placed (the WQE is complete, or with
+ * w->placing once its copies on the DMA channel are); -EAGAIN when it
  * cannot go this way (nothing placed: the checked path takes it); -ENOSPC
- * when the TQP must first finish DMA copies (w->sent says how far it got;
- * tx_space follows); -EACCES when the export went away after part of it
+ * when the TQP must first finish DMA copies, -EBUSY when the QP's segment
+ * slots are all in flight (w->sent says how far it got; tx_space or
+ * send_done follows); -EACCES when the export went away after part of it
  * was placed; -EFAULT, -ENOLINK.
  */
 int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
@@ -491,7 +523,7 @@ int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		c.sge_i = w->sge_i;
 		c.sge_off = w->sge_off;
 		n = place_pieces(rmr, w, &c, pc);
-		rc = n < 0 ? n : ntrdma_vx_place(qp, pc, n);
+		rc = n < 0 ? n : place_chunk(qp, w, &c, pc, n);
 		if (rc)
 			break;
 		w->direct = true;
@@ -526,6 +558,9 @@ int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	lockdep_assert_held(&qp->sq_lock);
 	if (!READ_ONCE(ntrdma_direct_placement) || qp->loopback ||
 	    w->len > READ_ONCE(read_pull_max) || !w->len)
+		return -EAGAIN;
+	/* an earlier WRITE's bytes still on the channel: READ behind them */
+	if (ntrdma_vx_place_busy(nib))
 		return -EAGAIN;
 	spin_lock_irqsave(&nib->place_lock, flags);
 	rmr = place_target(nib, qp, w, IB_ACCESS_REMOTE_READ);
@@ -594,13 +629,15 @@ static int push_pieces(const struct ntrdma_rsp *r, u32 pos,
  * @r: its READ answer, with the sink its READ_REQ named (checked against
  *	the window); r->sent bytes written already
  *
- * The CPU copies (ntrdma_vx_place(): in the verbs TQP's order, before the
- * notice that follows), under place_lock: a withdrawal of the requester's
- * QP, taken under the same lock, is answered only once none is in flight.
+ * The CPU or the DMA channel copies (ntrdma_vx_place(): in the verbs TQP's
+ * order, before the notice that follows), started under place_lock: a
+ * withdrawal of the requester's QP, taken under the same lock, is answered
+ * only once none is in flight (ntrdma_vx_place_fence()).
  *
  * Return: 0 when all of it is written; -EAGAIN when it cannot go this way
  * (the requester's QP is not exported in the READ_REQ's epoch: the data is
  * sent instead); -ENOSPC (the TQP first finishes DMA copies; tx_space
+ * follows), -EBUSY (the QP's segment slots are all in flight; send_done
  * follows); -EFAULT, -ENOLINK, -EINVAL.
  */
 int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
@@ -622,7 +659,9 @@ int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
 		if (!n)
 			rc = -EINVAL;	/* the extents end early: checked */
 		else
-			rc = n < 0 ? n : ntrdma_vx_place(qp, pc, n);
+			rc = n < 0 ? n : ntrdma_vx_place(qp, pc, n, &r->mr, 1);
+		if (rc == 1)
+			rc = 0;	/* on the channel; the notice goes behind */
 		if (!rc)
 			r->sent += bytes;
 	}

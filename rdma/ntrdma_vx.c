@@ -365,20 +365,131 @@ void ntrdma_vx_flush_tx(struct ntrdma_qp *qp)
 	ntrdma_tqp_send_flush(to_nib(qp->ibqp.device)->vx->tqp);
 }
 
-/* Direct placement for @qp, in the verbs TQP's order (ntrdma_rmr.c). */
-int ntrdma_vx_place(struct ntrdma_qp *qp, const struct ntrdma_tqp_piece *pc,
-		    int n)
+static void vx_tqp_send_done(void *ctx, void *cookie, u32 len, int status);
+
+/*
+ * The next segment slot of @qp, its MR references none yet; NULL (and the
+ * next send_done kicks the QP) when every slot is in flight.
+ */
+static struct ntrdma_seg_meta *vx_meta_take(struct ntrdma_qp *qp)
 {
+	struct ntrdma_seg_pool *pool = qp->seg_pool;
+	struct ntrdma_seg_meta *m;
+	unsigned long flags;
+
+	lockdep_assert_held(&qp->sq_lock);
+	spin_lock_irqsave(&pool->lock, flags);
+	if ((u32)(pool->prod - pool->done) >= NTRDMA_QP_SEGS) {
+		pool->blocked = true;	/* the next send_done kicks us */
+		spin_unlock_irqrestore(&pool->lock, flags);
+		return NULL;
+	}
+	spin_unlock_irqrestore(&pool->lock, flags);
+	m = &pool->meta[pool->prod % NTRDMA_QP_SEGS];
+	m->nmr = 0;
+	m->placement = false;
+	return m;
+}
+
+/* Hold @mr (consecutive repeats once) in @m until its send_done. */
+static void vx_meta_hold(struct ntrdma_seg_meta *m, struct ntrdma_mr *mr)
+{
+	if (m->nmr && m->mr[m->nmr - 1] == mr)
+		return;
+	refcount_inc(&mr->refs);
+	m->mr[m->nmr++] = mr;
+}
+
+static void vx_meta_drop(struct ntrdma_seg_meta *m)
+{
+	u32 i;
+
+	for (i = 0; i < m->nmr; i++)
+		ntrdma_mr_put(m->mr[i]);
+	m->nmr = 0;
+}
+
+/**
+ * ntrdma_vx_place() - direct placement for @qp, in the verbs TQP's order
+ * @qp: the QP (sq_lock held; ntrdma_rmr.c)
+ * @pc: the pieces
+ * @n: how many
+ * @mr: the MRs whose pages @pc reads: the DMA channel may copy, holding
+ *	them in a segment slot of @qp until it is done
+ * @nmr: how many (0: the CPU copies now: pages the caller keeps only
+ *	until this returns)
+ *
+ * Return: 0 when the bytes are written; 1 when they are on the DMA
+ * channel, written once the QP's segment count passes the value it has
+ * now (ntrdma_vx_pool_wait()); -EBUSY when every segment slot is in
+ * flight (send_done kicks the QP); or ntrdma_tqp_place()'s error.
+ */
+int ntrdma_vx_place(struct ntrdma_qp *qp, const struct ntrdma_tqp_piece *pc,
+		    int n, struct ntrdma_mr *const *mr, int nmr)
+{
+	struct ntrdma_vx *vx = to_nib(qp->ibqp.device)->vx;
+	struct ntrdma_seg_meta *m = NULL;
 	u32 bytes = 0;
 	int i, rc;
 
-	rc = ntrdma_tqp_place(to_nib(qp->ibqp.device)->vx->tqp, pc, n);
-	if (rc)
+	if (nmr) {
+		m = vx_meta_take(qp);
+		if (!m)
+			return -EBUSY;
+		for (i = 0; i < nmr; i++)
+			vx_meta_hold(m, mr[i]);
+		m->placement = true;
+		m->pool = qp->seg_pool;
+		qp->seg_pool->prod++;
+	}
+	rc = ntrdma_tqp_place(vx->tqp, pc, n, m);
+	if (m && rc == 0) {
+		vx_tqp_send_done(vx, m, 0, 0);	/* the CPU copied it */
+	} else if (m && rc < 0) {
+		qp->seg_pool->prod--;
+		vx_meta_drop(m);
+	}
+	if (rc < 0)
 		return rc;
 	for (i = 0; i < n; i++)
 		bytes += pc[i].len;
 	ntrdma_hw_add(qp, NTRDMA_HW_PLACED_BYTES, bytes);
-	return 0;
+	if (rc == 1)
+		ntrdma_hw_add(qp, NTRDMA_HW_PLACED_DMA_BYTES, bytes);
+	return rc;
+}
+
+/**
+ * ntrdma_vx_place_fence() - wait for the placements on the DMA channel
+ * @nib: the verbs device
+ *
+ * Process context, bounded (ntrdma_tqp_place_fence()).
+ *
+ * Return: true when every placement started before is written.
+ */
+bool ntrdma_vx_place_fence(struct ntrdma_ib *nib)
+{
+	return ntrdma_tqp_place_fence(nib->vx->tqp);
+}
+
+/* Placements still on the DMA channel (a CPU read would pass them). */
+bool ntrdma_vx_place_busy(struct ntrdma_ib *nib)
+{
+	return ntrdma_tqp_place_busy(nib->vx->tqp);
+}
+
+/**
+ * ntrdma_vx_place_failed() - a placement of @qp on the channel failed
+ * @qp: the QP (sq_lock held)
+ *
+ * Its WQE must not complete as a success (the session is ending).
+ *
+ * Return: true once one has.
+ */
+bool ntrdma_vx_place_failed(struct ntrdma_qp *qp)
+{
+	lockdep_assert_held(&qp->sq_lock);
+	return READ_ONCE(qp->seg_pool->place_failed);
 }
 
 /* Run @qp's transmit side from the work queue. */
@@ -441,7 +552,6 @@ static void vx_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 	struct ntrdma_qp *qp;
 	unsigned long flags;
 	bool orphan_idle;
-	u32 i;
 
 	if (!pool) {	/* a NAK slot */
 		spin_lock_irqsave(&vx->nak_lock, flags);
@@ -450,10 +560,10 @@ static void vx_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 		return;
 	}
 
-	for (i = 0; i < m->nmr; i++)
-		ntrdma_mr_put(m->mr[i]);
-	m->nmr = 0;
+	vx_meta_drop(m);
 	spin_lock_irqsave(&pool->lock, flags);
+	if (status && m->placement)
+		pool->place_failed = true;
 	pool->done++;
 	qp = pool->qp;
 	if (qp && pool->blocked && !pool->dying) {
@@ -607,23 +717,15 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	struct ntrdma_tqp_sge tsg[NTRDMA_TQP_MAX_SGE];
 	struct ntrdma_seg_meta *m;
 	struct ntrdma_vx_hdr *slot;
-	unsigned long flags;
 	u32 idx, taken = 0, off, n_hdr;
 	struct page *page;
 	int n = 1, i = 0, got, rc;
 	u64 addr;
 
-	lockdep_assert_held(&qp->sq_lock);
-	spin_lock_irqsave(&pool->lock, flags);
-	if ((u32)(pool->prod - pool->done) >= NTRDMA_QP_SEGS) {
-		pool->blocked = true;	/* the next send_done kicks us */
-		spin_unlock_irqrestore(&pool->lock, flags);
+	m = vx_meta_take(qp);
+	if (!m)
 		return -EBUSY;
-	}
-	spin_unlock_irqrestore(&pool->lock, flags);
 	idx = pool->prod % NTRDMA_QP_SEGS;
-	m = &pool->meta[idx];
-	m->nmr = 0;
 	slot = pool->slots + idx * NTRDMA_SEG_SLOT;
 	n_hdr = sizeof(*h) + inl_len;
 	tsg[0].page = virt_to_page(slot);
@@ -648,10 +750,7 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		tsg[n].off = off;
 		tsg[n].len = got;
 		n++;
-		if (!m->nmr || m->mr[m->nmr - 1] != sg[i].mr) {
-			refcount_inc(&sg[i].mr->refs);
-			m->mr[m->nmr++] = sg[i].mr;
-		}
+		vx_meta_hold(m, sg[i].mr);
 		taken += got;
 		sg_skip += got;
 	}
@@ -674,9 +773,7 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	ntrdma_hw_add(qp, NTRDMA_HW_TX_BYTES, n_hdr + taken);
 	return taken;
 undo:
-	for (i = 0; i < m->nmr; i++)
-		ntrdma_mr_put(m->mr[i]);
-	m->nmr = 0;
+	vx_meta_drop(m);
 	return rc;
 }
 

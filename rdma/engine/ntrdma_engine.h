@@ -136,6 +136,8 @@ int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
  * @peer_state: the peer's end changed (hard irq)
  * @send_done: a send's pages may be reused; @status 0, -ENOLINK (the
  *	session ended first: not delivered) or -EIO. Any context but hard irq.
+ *	Also for a placement that went on the DMA channel (ntrdma_tqp_place()
+ *	returned 1): 0 once its bytes are written, or -EIO.
  */
 struct ntrdma_tqp_ops {
 	void (*rx)(void *ctx);
@@ -187,9 +189,13 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 void ntrdma_tqp_send_flush(struct ntrdma_tqp *tqp);
 bool ntrdma_tqp_send_ready(struct ntrdma_tqp *tqp);
 u64 ntrdma_tqp_doorbells(struct ntrdma_tqp *tqp);
+
+/* ---- direct placement (ntrdma_place.c) ---- */
+
 int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
-		     int n);
-u64 ntrdma_tqp_placed(struct ntrdma_tqp *tqp);
+		     int n, void *cookie);
+bool ntrdma_tqp_place_busy(struct ntrdma_tqp *tqp);
+bool ntrdma_tqp_place_fence(struct ntrdma_tqp *tqp);
 
 /* ---- fault injection for the selftests (ntrdma_fault.c) ---- */
 

@@ -450,6 +450,12 @@ static void ntrdma_link_work(struct work_struct *work)
 	}
 
 	if (ndev->state != NTRDMA_LINK_UP) {
+		if (atomic_read(&ndev->plc_abandoned)) {
+			/* ntrdma_place.c: the peer takes a session as proof */
+			dev_warn_ratelimited(&ntb->dev, "%s: placements of the last session still on the DMA channel: no new session yet\n",
+					     ndev->name);
+			goto resched;
+		}
 		if (ndev->peer_epoch &&
 		    ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) != ndev->peer_epoch) {
 			/* The peer withdrew the session we had accepted. */

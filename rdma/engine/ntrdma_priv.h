@@ -109,6 +109,24 @@ struct ntrdma_tqp_slot {
 	u32 map_len[NTRDMA_TQP_MAX_SGE];
 };
 
+/* Placements on the channel at once, per TQP (they complete in order). */
+#define NTRDMA_TQP_PLC_RING	64
+
+/* A placement on the DMA channel (ntrdma_place.c). */
+struct ntrdma_tqp_plc {
+	struct ntrdma_tqp *tqp;
+	void *cookie;		/* for send_done; NULL once reported */
+	u32 len;
+	u16 pending;		/* its copies on the channel, not yet done */
+	bool abandoned;		/* reported at stop; its DMA still runs */
+	int status;
+	int nmap;
+	dma_addr_t map[NTRDMA_TQP_MAX_SGE];
+	u32 map_len[NTRDMA_TQP_MAX_SGE];
+	int nrest;		/* pieces the channel refused: CPU, at the end */
+	struct ntrdma_tqp_piece rest[NTRDMA_TQP_MAX_SGE];
+};
+
 struct ntrdma_tqp {
 	struct ntrdma_dev *ndev;
 	int id;
@@ -130,7 +148,10 @@ struct ntrdma_tqp {
 	bool tx_waiting;	/* a sender asked for TXWAKE */
 	bool rx_armed;		/* the receiver asked for RX and sleeps */
 	u64 doorbells;
-	u64 placed;		/* pieces ntrdma_tqp_place() wrote */
+	struct ntrdma_tqp_plc *plc;	/* placements on the channel */
+	u32 plc_pos;		/* placements queued (under tx_lock) */
+	u32 plc_done;		/* ...and completed, in order */
+	struct ntrdma_tqp_plc *plc_tail;	/* has pieces for the CPU */
 	struct ntrdma_tqp_slot *slot;
 	struct ntrdma_wire_cqe *stage;	/* completions the DMA copies */
 	dma_addr_t stage_dma;
@@ -208,6 +229,7 @@ struct ntrdma_dev {
 	bool stopping;
 	atomic_t proto_fault;		/* a face saw a malformed message */
 	bool peer_quiet;		/* unload: the peer no longer writes */
+	atomic_t plc_abandoned;		/* placements a stop gave up on */
 
 	/* virtual doorbells */
 	spinlock_t vdb_lock;		/* the slot table */
@@ -238,6 +260,36 @@ struct ntrdma_dev {
 	void *face_priv[NTRDMA_FACES_MAX];
 	struct net_device *netdev;
 };
+
+static inline struct ntrdma_wire_tqp __iomem *tqp_peer(struct ntrdma_tqp *tqp)
+{
+	struct ntrdma_inbox __iomem *pi = READ_ONCE(tqp->ndev->pinbox);
+
+	return pi ? &pi->tqp[tqp->id] : NULL;
+}
+
+/* Copies of @tqp still on the channel: a CPU copy now would pass them. */
+static inline bool tqp_copies_pending(struct ntrdma_tqp *tqp)
+{
+	lockdep_assert_held(&tqp->tx_lock);
+	return tqp->tail || tqp->tx_done != tqp->tx_pos ||
+	       tqp->plc_done != tqp->plc_pos;
+}
+
+/*
+ * A message or placement the channel took only in part is finished by CPU
+ * after its copies: nothing later may go, not even on the channel.
+ */
+static inline bool tqp_tail_pending(struct ntrdma_tqp *tqp)
+{
+	lockdep_assert_held(&tqp->tx_lock);
+	return tqp->tail || tqp->plc_tail;
+}
+
+/* place.c */
+int ntrdma_place_init(struct ntrdma_tqp *tqp);
+void ntrdma_place_start(struct ntrdma_tqp *tqp);
+void ntrdma_place_abandon(struct ntrdma_tqp *tqp);
 
 /* link.c */
 int ntrdma_link_init(struct ntrdma_dev *ndev);

@@ -48,13 +48,6 @@ module_param(tx_copybreak, uint, 0644);
 MODULE_PARM_DESC(tx_copybreak,
 		 "With a DMA channel, send messages up to this many bytes by CPU copy when the queue has no DMA in flight (default 1024, 0: always DMA)");
 
-static struct ntrdma_wire_tqp __iomem *tqp_peer(struct ntrdma_tqp *tqp)
-{
-	struct ntrdma_inbox __iomem *pi = READ_ONCE(tqp->ndev->pinbox);
-
-	return pi ? &pi->tqp[tqp->id] : NULL;
-}
-
 static struct ntrdma_wire_tqp *tqp_own(struct ntrdma_tqp *tqp)
 {
 	return &tqp->ndev->inbox->tqp[tqp->id];
@@ -184,9 +177,13 @@ struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev,
 						DMA_TO_DEVICE);
 		if (dma_mapping_error(dev, tqp->stage_dma)) {
 			kfree(tqp->stage);
+			tqp->stage = NULL;
 			rc = -EIO;
 			goto err_slot;
 		}
+		rc = ntrdma_place_init(tqp);
+		if (rc)
+			goto err_stage;
 	}
 	for (i = 0; i < NTRDMA_TQP_VDBS; i++) {
 		rc = ntrdma_vdb_register(ndev, NTRDMA_VDB_TQP(id, i),
@@ -200,6 +197,8 @@ struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev,
 err_vdb:
 	while (i--)
 		ntrdma_vdb_unregister(ndev, NTRDMA_VDB_TQP(id, i));
+	kfree(tqp->plc);
+err_stage:
 	tqp_free_stage(tqp);
 err_slot:
 	kvfree(tqp->slot);
@@ -230,6 +229,7 @@ void ntrdma_tqp_destroy(struct ntrdma_tqp *tqp)
 		return;
 	}
 	tqp_free_stage(tqp);
+	kfree(tqp->plc);
 	kvfree(tqp->slot);
 	kfree(tqp);
 }
@@ -262,6 +262,7 @@ void ntrdma_tqp_start(struct ntrdma_tqp *tqp)
 	tqp->tx_pos = base;
 	tqp->tx_done = base;
 	tqp->tx_published = base;
+	ntrdma_place_start(tqp);
 	tqp->dma_wake = false;
 	tqp->tx_waiting = false;
 	tqp->rx_armed = false;
@@ -325,6 +326,7 @@ static void tqp_abandon(struct ntrdma_tqp *tqp)
 		if (cookie && !s->tail)
 			tqp->ops->send_done(tqp->ctx, cookie, len, -EIO);
 	}
+	ntrdma_place_abandon(tqp);
 }
 
 /*
@@ -872,7 +874,7 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 		rc = -ENOLINK;
 		goto out;
 	}
-	if (tqp->tail) {
+	if (tqp_tail_pending(tqp)) {
 		/* Completions stay in order: this one waits for the tail. */
 		tqp->dma_wake = true;
 		rc = -ENOSPC;
@@ -890,7 +892,7 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 	c.meta = meta;
 	s = &tqp->slot[ntrdma_ring_idx(tqp->tx_pos, TQP_RING)];
 	if (ndev->dma_chan && (len > READ_ONCE(tx_copybreak) ||
-			       tqp->tx_done != tqp->tx_pos)) {
+			       tqp_copies_pending(tqp))) {
 		s->tqp = tqp;
 		s->cookie = cookie;
 		s->len = len;
@@ -910,7 +912,7 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 		 * copies it, in order; else the sender waits for the next
 		 * completion (tx_space), which frees room.
 		 */
-		if (tqp->tx_done != tqp->tx_pos) {
+		if (tqp_copies_pending(tqp)) {
 			tqp->dma_wake = true;
 			dma_async_issue_pending(ndev->dma_chan);
 			rc = -ENOSPC;
@@ -929,81 +931,6 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 out:
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
 	return rc;
-}
-
-/*
- * Every piece lies in what the window reaches of the peer's memory (none
- * in windowed mode; sums overflow-checked).
- */
-static bool tqp_pieces_reach(struct ntrdma_tqp *tqp,
-			     const struct ntrdma_tqp_piece *pc, int n)
-{
-	u64 end, reach = ntrdma_dev_peer_reach(tqp->ndev);
-	int i;
-
-	for (i = 0; i < n; i++)
-		if (check_add_overflow(pc[i].dst, (u64)pc[i].len, &end) ||
-		    end > reach ||
-		    pc[i].off + pc[i].len > PAGE_SIZE)
-			return false;
-	return true;
-}
-
-/**
- * ntrdma_tqp_place() - write bytes straight into the peer's memory, in order
- * @tqp: the TQP whose order the writes keep
- * @pc: the pieces: @len bytes of @page from @off each, to the peer's DMA
- *	address @dst (what the flat window reaches there)
- * @n: how many (at most NTRDMA_TQP_MAX_SGE)
- *
- * Direct placement (the verbs face's RDMA WRITE into an MR the peer
- * exported). The CPU copies, now: after every earlier send of @tqp has
- * reached the peer (with DMA copies of @tqp in flight it waits for them:
- * -ENOSPC, and tx_space follows) and before any later one starts. Any
- * context but hard irq.
- *
- * Return: 0 once the bytes are written, -ENOSPC (see above), -ENOLINK
- * without a session or once the peer told us it left it (it may give its
- * pages back right after), -EINVAL for a piece outside the window.
- */
-int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
-		     int n)
-{
-	unsigned long flags;
-	void *va;
-	int i, rc = 0;
-
-	if (n < 1 || n > NTRDMA_TQP_MAX_SGE || !tqp_pieces_reach(tqp, pc, n))
-		return -EINVAL;
-	spin_lock_irqsave(&tqp->tx_lock, flags);
-	if (!READ_ONCE(tqp->active) || !tqp_peer(tqp) ||
-	    ntrdma_link_peer_gone(tqp->ndev)) {
-		rc = -ENOLINK;
-	} else if (tqp->tail || tqp->tx_done != tqp->tx_pos) {
-		tqp->dma_wake = true;	/* after the copies in flight */
-		rc = -ENOSPC;
-	} else {
-		for (i = 0; i < n; i++) {
-			va = kmap_local_page(pc[i].page);
-			memcpy_toio(tqp->ndev->flat + pc[i].dst,
-				    va + pc[i].off, pc[i].len);
-			kunmap_local(va);
-		}
-		tqp->placed += n;
-	}
-	spin_unlock_irqrestore(&tqp->tx_lock, flags);
-	return rc;
-}
-
-/**
- * ntrdma_tqp_placed() - pieces ntrdma_tqp_place() wrote
- * @tqp: the TQP
- *
- * Return: the count since creation (a statistic).
- */
-u64 ntrdma_tqp_placed(struct ntrdma_tqp *tqp)
-{
-	return READ_ONCE(tqp->placed);
 }
 
 /**

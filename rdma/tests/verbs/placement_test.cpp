@@ -645,3 +645,162 @@ TEST_F(PlacementRead, NothingLandsInTheSinkAfterFlushAndDereg) {
 
 }  // namespace
 }  // namespace ntv
+
+namespace ntv {
+namespace {
+
+// The DMA channel the engine copies with (debugfs info "copy: <name>"),
+// or "" without one (use_dma=0, no channel, or debugfs unreadable).
+std::string DmaChannel() {
+    std::error_code ec;
+    for (const auto& d : std::filesystem::directory_iterator("/sys/kernel/debug/ntrdma", ec)) {
+        std::ifstream f(d.path() / "info");
+        for (std::string l; std::getline(f, l);) {
+            if (l.rfind("copy: ", 0) == 0 && l != "copy: cpu") {
+                return l.substr(6);
+            }
+        }
+    }
+    return "";
+}
+
+// Placements by the engine's DMA channel (rdma/engine/ntrdma_place.c):
+// a WRITE above place_copybreak goes on the channel and completes once its
+// copies are done, in the order of everything else the QP sends.
+class PlacementDma : public Placement {
+  protected:
+    void SetUp() override {
+        Placement::SetUp();
+        if (IsSkipped() || HasFailure()) {
+            return;
+        }
+        if (DmaChannel().empty()) {
+            GTEST_SKIP()
+                << "no DMA channel (use_dma=0 or none offered): every placement is a CPU copy";
+        }
+    }
+};
+
+// The WRITE completes only once the channel wrote all of it: the source,
+// reused at once, never shows in the target.
+TEST_F(PlacementDma, LargeWriteCompletesOnceItsCopiesAre) {
+    const size_t len = 65536;
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &dst));
+    std::this_thread::sleep_for(milliseconds(50));
+    const long long dma0 = HwCounter(a_.name, "placed_dma_bytes");
+    ASSERT_GE(dma0, 0) << "no placed_dma_bytes counter";
+    std::vector<uint8_t> expect(len);
+    for (int i = 0; i < 100; i++) {
+        Fill(src->p(), len, 500 + i);
+        std::memcpy(expect.data(), src->p(), len);
+        ASSERT_EQ(WriteOnce(c, src, dst, len), IBV_WC_SUCCESS);
+        std::memset(src->p(), 0xEE, len);  // the user's again
+        ASSERT_EQ(FirstDiff(expect.data(), dst->p(), len), -1) << "round " << i;
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_GE(HwCounter(a_.name, "placed_dma_bytes") - dma0, 100LL * (long long)len)
+        << "the 64 KiB WRITEs did not go on the DMA channel";
+}
+
+// IB RC order between WRITEs: a small WRITE posted after a large one to
+// the same bytes wins, though the small one alone would be a CPU copy.
+TEST_F(PlacementDma, LaterSmallWriteWinsOverEarlierLargeOne) {
+    const size_t len = 65536;
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &dst));
+    Buf* small = Reg(a_, 64, kLocal);
+    ASSERT_FALSE(HasFailure());
+    for (int i = 0; i < 200; i++) {
+        Fill(src->p(), len, 3 * i + 1);
+        Fill(small->p(), 64, 3 * i + 2);
+        Wr big = WriteWr(2 * i, src->sge(0, len), dst);
+        big.flags = 0;
+        ASSERT_EQ(Post(c.a, big), 0);
+        ASSERT_EQ(Post(c.a, WriteWr(2 * i + 1, small->sge(0, 64), dst, len - 64)), 0);
+        std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
+        ASSERT_EQ(wc.size(), 1u);
+        ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS) << WcStr(wc[0]);
+        ASSERT_EQ(FirstDiff(src->p(), dst->p(), len - 64), -1) << "round " << i;
+        ASSERT_EQ(FirstDiff(small->p(), dst->p() + len - 64, 64), -1)
+            << "round " << i << ": the earlier WRITE's copy landed after the later WRITE";
+    }
+}
+
+// A small READ (read straight from the target when nothing is pending)
+// sees the large WRITE posted before it, still on the channel.
+TEST_F(PlacementDma, SmallReadSeesTheLargeWriteBeforeIt) {
+    const size_t len = 65536;
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &dst));
+    Buf* back = Reg(a_, 256, kLocal);
+    ASSERT_FALSE(HasFailure());
+    for (int i = 0; i < 200; i++) {
+        Fill(src->p(), len, 11 * i + 7);
+        Wr w = WriteWr(2 * i, src->sge(0, len), dst);
+        w.flags = 0;
+        ASSERT_EQ(Post(c.a, w), 0);
+        Wr r = ReadWr(2 * i + 1, back->sge(0, 256), dst);
+        r.raddr = dst->addr(len - 256);
+        ASSERT_EQ(Post(c.a, r), 0);
+        std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
+        ASSERT_EQ(wc.size(), 1u);
+        ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS) << WcStr(wc[0]);
+        ASSERT_EQ(FirstDiff(src->p() + len - 256, back->p(), 256), -1) << "round " << i;
+    }
+}
+
+// The emulated DMA engine's test knob (ntb_hw/ivdma.c): refuse every Nth
+// descriptor as a full ring does. False when it is not there.
+bool IvdmaRefuseEvery(unsigned int n) {
+    std::ofstream f("/sys/module/ntb_hw_ivshmem/parameters/fail_prep_every");
+    f << n << std::flush;
+    return static_cast<bool>(f);
+}
+
+long long IvdmaRefused() {
+    std::ifstream f("/sys/module/ntb_hw_ivshmem/parameters/refused");
+    long long v = -1;
+    f >> v;
+    return f ? v : -1;
+}
+
+// A channel that refuses copies part-way through a placement: the rest is
+// copied by the CPU after the taken ones, and a SEND behind it still sees
+// every byte.
+TEST_F(PlacementDma, ChannelRefusingPartOfAPlacement) {
+    const size_t len = 65536;
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &dst));
+    Buf* msg = Reg(a_, 8, kLocal);
+    Buf* rcv = Reg(b_, 8, kLocal);
+    ASSERT_FALSE(HasFailure());
+    const long long refused0 = IvdmaRefused();
+    if (refused0 < 0 || !IvdmaRefuseEvery(7)) {
+        GTEST_SKIP() << "the DMA channel is not the emulated NTB's (no fail_prep_every)";
+    }
+    for (int i = 0; i < 100 && !HasFailure(); i++) {
+        ASSERT_EQ(PostRecv(c.b, i, {rcv->sge(0, 8)}), 0);
+        Fill(src->p(), len, 13 * i + 3);
+        Wr w = WriteWr(2 * i, src->sge(0, len), dst);
+        w.flags = 0;
+        EXPECT_EQ(Post(c.a, w), 0);
+        Wr s;
+        s.wr_id = 2 * i + 1;
+        s.sge = {msg->sge(0, 8)};
+        EXPECT_EQ(Post(c.a, s), 0);
+        std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
+        EXPECT_EQ(r.size(), 1u);
+        EXPECT_EQ(FirstDiff(src->p(), dst->p(), len), -1) << "round " << i;
+        EXPECT_EQ(PollCq(a_.scq, 1).size(), 1u);
+    }
+    IvdmaRefuseEvery(0);
+    EXPECT_GT(IvdmaRefused(), refused0) << "the channel refused nothing";
+}
+
+}  // namespace
+}  // namespace ntv

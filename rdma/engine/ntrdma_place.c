@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/*
+ * NTRDMA direct placement: bytes written straight into the peer's memory
+ * (an MR the peer exported, a READ sink it named), in the order of a TQP's
+ * sends, by the TQP's DMA channel or by the CPU.
+ *
+ * With a channel, a placement of more than place_copybreak bytes, or one
+ * that finds copies of its TQP still on the channel, is queued there: one
+ * copy per piece, each with a callback; the placement completes (send_done
+ * with the user's cookie) when the last of its copies has. Channels
+ * complete in order, so a later send of the TQP (which goes on the channel
+ * while placements are pending) lands after the placed bytes, and
+ * placements complete in the order they were queued. Without a channel, or
+ * for a small placement with nothing pending, the CPU copies at once.
+ *
+ * Revocation: ntrdma_tqp_place_fence() waits (bounded) until every
+ * placement queued before it has completed. At a session's end the stop
+ * waits for them like for sends; placements it gives up on keep the device
+ * from accepting a new session until they are done: the peer takes our
+ * next session as proof that nothing of ours still writes into the pages
+ * it exported in the last one.
+ */
+
+#include <linux/dmaengine.h>
+#include <linux/dma-mapping.h>
+#include <linux/highmem.h>
+#include <linux/io.h>
+#include <linux/moduleparam.h>
+#include <linux/overflow.h>
+#include <linux/slab.h>
+
+#include "ntrdma_priv.h"
+
+#define PLC_RING	NTRDMA_TQP_PLC_RING
+
+/*
+ * Below this a placement is copied by the CPU when nothing is pending:
+ * a descriptor per piece and a callback cost more than a small copy.
+ */
+static unsigned int place_copybreak = 1024;
+module_param(place_copybreak, uint, 0644);
+MODULE_PARM_DESC(place_copybreak,
+		 "With a DMA channel, direct placements (RDMA WRITE, READ push) up to this many bytes are copied by the CPU when the queue has no DMA in flight (default 1024, 0: always DMA)");
+
+/* How long a fence waits for the channel. */
+#define PLACE_FENCE_WAIT	(10 * HZ)
+
+/* With a channel: the placement records. Process context. */
+int ntrdma_place_init(struct ntrdma_tqp *tqp)
+{
+	tqp->plc = kcalloc(PLC_RING, sizeof(*tqp->plc), GFP_KERNEL);
+	return tqp->plc ? 0 : -ENOMEM;
+}
+
+/* A session starts: nothing of the last one is pending (tqp_start). */
+void ntrdma_place_start(struct ntrdma_tqp *tqp)
+{
+	lockdep_assert_held(&tqp->tx_lock);
+	tqp->plc_pos = 0;
+	tqp->plc_done = 0;
+	tqp->plc_tail = NULL;
+}
+
+static void place_unmap(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p)
+{
+	int i;
+
+	for (i = 0; i < p->nmap; i++)
+		dma_unmap_page(tqp->dma_dev, p->map[i], p->map_len[i],
+			       DMA_TO_DEVICE);
+	p->nmap = 0;
+}
+
+static void place_cpu(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
+		      int n)
+{
+	void *va;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		va = kmap_local_page(pc[i].page);
+		memcpy_toio(tqp->ndev->flat + pc[i].dst, va + pc[i].off,
+			    pc[i].len);
+		kunmap_local(va);
+	}
+}
+
+/* The session runs and the peer has not told us it left. */
+static bool place_may_write(struct ntrdma_tqp *tqp)
+{
+	return READ_ONCE(tqp->active) && tqp_peer(tqp) &&
+	       !ntrdma_link_peer_gone(tqp->ndev);
+}
+
+/*
+ * The placement's last copy is done: the pieces the channel refused are
+ * copied now (every earlier copy is done, and nothing later went), then it
+ * is unmapped, counted, and unless a stop reported it already, its cookie
+ * is returned for send_done (NULL otherwise).
+ */
+static void *place_finish(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p,
+			  int *status)
+{
+	void *cookie = p->cookie;
+
+	lockdep_assert_held(&tqp->tx_lock);
+	if (p->status)
+		ntrdma_link_proto_error(tqp->ndev, "DMA placement failed");
+	else if (p->nrest && !place_may_write(tqp))
+		p->status = -ENOLINK;	/* not all of it: the session ended */
+	else if (p->nrest)
+		place_cpu(tqp, p->rest, p->nrest);
+	p->nrest = 0;
+	if (tqp->plc_tail == p)
+		tqp->plc_tail = NULL;
+	place_unmap(tqp, p);
+	p->cookie = NULL;
+	if (p->abandoned) {
+		p->abandoned = false;
+		atomic_dec(&tqp->ndev->plc_abandoned);
+		return NULL;
+	}
+	tqp->plc_done++;
+	*status = p->status;
+	return cookie;
+}
+
+static void place_dma_done(void *arg, const struct dmaengine_result *res)
+{
+	struct ntrdma_tqp_plc *p = arg;
+	struct ntrdma_tqp *tqp = p->tqp;
+	bool wake = false, last;
+	void *cookie = NULL;
+	unsigned long flags;
+	int status = 0;
+	u32 len;
+
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	if (res && res->result != DMA_TRANS_NOERROR)
+		p->status = -EIO;
+	len = p->len;
+	last = !--p->pending;
+	if (last) {
+		cookie = place_finish(tqp, p, &status);
+		wake = tqp->dma_wake;
+		tqp->dma_wake = false;
+	}
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+	if (cookie)
+		tqp->ops->send_done(tqp->ctx, cookie, len, status);
+	if (wake)
+		tqp->ops->tx_space(tqp->ctx);
+	/* the last copy wakes a stop; the last of a placement, a fence */
+	if (atomic_dec_and_test(&tqp->dma_inflight) || last)
+		wake_up(&tqp->dma_wait);
+}
+
+/* Queue the copy of piece @pc of placement @p. */
+static int place_dma_one(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p,
+			 const struct ntrdma_tqp_piece *pc, bool first)
+{
+	struct dma_chan *chan = tqp->ndev->dma_chan;
+	struct dma_async_tx_descriptor *tx;
+	dma_addr_t src;
+
+	/* Test builds: the channel's ring is full. */
+	if (ntrdma_fault(tqp->ndev, first ? NTRDMA_FAULT_DMA_PREP :
+			 NTRDMA_FAULT_DMA_PREP_MID))
+		return -ENOMEM;
+	src = dma_map_page(tqp->dma_dev, pc->page, pc->off, pc->len,
+			   DMA_TO_DEVICE);
+	if (dma_mapping_error(tqp->dma_dev, src))
+		return -ENOMEM;
+	p->map[p->nmap] = src;
+	p->map_len[p->nmap++] = pc->len;
+	tx = dmaengine_prep_dma_memcpy(chan, tqp->ndev->flat_dma + pc->dst,
+				       src, pc->len, DMA_PREP_INTERRUPT);
+	if (!tx)
+		return -ENOMEM;
+	tx->callback_result = place_dma_done;
+	tx->callback_param = p;
+	p->pending++;
+	atomic_inc(&tqp->dma_inflight);
+	if (dma_submit_error(dmaengine_submit(tx))) {
+		p->pending--;
+		atomic_dec(&tqp->dma_inflight);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * Queue the placement on the channel: 1 when at least its first copy was
+ * taken, -ENOMEM when none was. Pieces the channel refused after that are
+ * copied by the CPU once the taken ones are done (place_finish()); until
+ * then it is the tail, and nothing later goes.
+ */
+static int place_dma(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
+		     int n, u32 len, void *cookie)
+{
+	struct ntrdma_tqp_plc *p = &tqp->plc[tqp->plc_pos % PLC_RING];
+	int i;
+
+	lockdep_assert_held(&tqp->tx_lock);
+	p->tqp = tqp;
+	p->status = 0;
+	p->nrest = 0;
+	for (i = 0; i < n; i++)
+		if (place_dma_one(tqp, p, &pc[i], !i))
+			break;
+	if (!p->pending) {
+		place_unmap(tqp, p);
+		return -ENOMEM;
+	}
+	if (i < n) {
+		memcpy(p->rest, pc + i, (n - i) * sizeof(*pc));
+		p->nrest = n - i;
+		tqp->plc_tail = p;
+	}
+	p->cookie = cookie;
+	p->len = len;
+	tqp->plc_pos++;
+	dma_async_issue_pending(tqp->ndev->dma_chan);
+	return 1;
+}
+
+/*
+ * Every piece lies in what the window reaches of the peer's memory (none
+ * in windowed mode; sums overflow-checked). Its byte count in @len.
+ */
+static bool place_reach(struct ntrdma_tqp *tqp,
+			const struct ntrdma_tqp_piece *pc, int n, u32 *len)
+{
+	u64 end, reach = ntrdma_dev_peer_reach(tqp->ndev);
+	int i;
+
+	*len = 0;
+	for (i = 0; i < n; i++) {
+		if (check_add_overflow(pc[i].dst, (u64)pc[i].len, &end) ||
+		    end > reach || pc[i].off + pc[i].len > PAGE_SIZE)
+			return false;
+		*len += pc[i].len;
+	}
+	return true;
+}
+
+/* By the channel: the user can wait for it, and it is large or must be. */
+static bool place_on_channel(struct ntrdma_tqp *tqp, u32 len, void *cookie)
+{
+	lockdep_assert_held(&tqp->tx_lock);
+	return cookie && tqp->plc &&
+	       (len > READ_ONCE(place_copybreak) || tqp_copies_pending(tqp)) &&
+	       tqp->plc_pos - tqp->plc_done < PLC_RING;
+}
+
+/**
+ * ntrdma_tqp_place() - write bytes straight into the peer's memory, in order
+ * @tqp: the TQP whose order the writes keep
+ * @pc: the pieces: @len bytes of @page from @off each, to the peer's DMA
+ *	address @dst (what the flat window reaches there)
+ * @n: how many (at most NTRDMA_TQP_MAX_SGE)
+ * @cookie: for send_done when the copy goes on the DMA channel; NULL: the
+ *	CPU copies (pages the caller cannot keep until send_done)
+ *
+ * After every earlier send and placement of @tqp, before any later one.
+ * The pages stay the caller's until the placement is done: at once when
+ * this returns 0, at send_done(@cookie) when it returns 1. A CPU copy
+ * behind copies still on the channel waits for them: -ENOSPC, and
+ * tx_space follows. Any context but hard irq.
+ *
+ * Return: 0 once the bytes are written, 1 when they are on the channel,
+ * -ENOSPC (see above), -ENOLINK without a session or once the peer told us
+ * it left it (it may give its pages back right after), -EINVAL for a piece
+ * outside the window.
+ */
+int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
+		     int n, void *cookie)
+{
+	unsigned long flags;
+	int rc = -ENOSPC;
+	u32 len;
+
+	if (n < 1 || n > NTRDMA_TQP_MAX_SGE || !place_reach(tqp, pc, n, &len))
+		return -EINVAL;
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	if (!place_may_write(tqp)) {
+		rc = -ENOLINK;
+		goto out;
+	}
+	if (tqp_tail_pending(tqp)) {
+		tqp->dma_wake = true;	/* after the tail */
+		goto out;
+	}
+	if (place_on_channel(tqp, len, cookie))
+		rc = place_dma(tqp, pc, n, len, cookie);
+	if (rc == 1)
+		goto out;
+	if (tqp_copies_pending(tqp)) {
+		tqp->dma_wake = true;	/* after the copies in flight */
+		rc = -ENOSPC;
+		goto out;
+	}
+	place_cpu(tqp, pc, n);
+	rc = 0;
+out:
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+	return rc;
+}
+
+/**
+ * ntrdma_tqp_place_busy() - placements of @tqp still on the channel
+ * @tqp: the TQP
+ *
+ * A CPU read of what they write would see old bytes until they are done.
+ *
+ * Return: true while any is.
+ */
+bool ntrdma_tqp_place_busy(struct ntrdma_tqp *tqp)
+{
+	return READ_ONCE(tqp->plc_done) != READ_ONCE(tqp->plc_pos);
+}
+
+static bool place_fenced(struct ntrdma_tqp *tqp, u32 mark)
+{
+	return (int)(READ_ONCE(tqp->plc_done) - mark) >= 0 ||
+	       !READ_ONCE(tqp->active);
+}
+
+/**
+ * ntrdma_tqp_place_fence() - wait for the placements queued so far
+ * @tqp: the TQP
+ *
+ * For a revocation: once this returns true, no placement that was queued
+ * before the call still writes. When the session ends meanwhile, the stop
+ * waits for them instead (and a stop that gives up on them keeps the device
+ * out of new sessions). Process context; bounded (10 s).
+ *
+ * Return: true when they are done (or the session ended), false when the
+ * channel did not finish them in time.
+ */
+bool ntrdma_tqp_place_fence(struct ntrdma_tqp *tqp)
+{
+	unsigned long flags;
+	u32 mark;
+
+	if (!tqp->plc)
+		return true;
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	mark = tqp->plc_pos;
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+	if (place_fenced(tqp, mark))
+		return true;
+	dma_async_issue_pending(tqp->ndev->dma_chan);
+	if (wait_event_timeout(tqp->dma_wait, place_fenced(tqp, mark),
+			       PLACE_FENCE_WAIT))
+		return true;
+	dev_err(&tqp->ndev->ntb->dev, "%s: TQP%d: placements still on the DMA channel after %d s\n",
+		tqp->ndev->name, tqp->id, PLACE_FENCE_WAIT / HZ);
+	return false;
+}
+
+/*
+ * The stop gave up on the channel (tqp_abandon()): placements still on it
+ * are reported failed now; their mappings stay until each late completion,
+ * and until the last of them the device accepts no new session.
+ */
+void ntrdma_place_abandon(struct ntrdma_tqp *tqp)
+{
+	struct ntrdma_tqp_plc *p;
+	unsigned long flags;
+	void *cookie;
+	u32 len;
+	int i;
+
+	for (i = 0; tqp->plc && i < PLC_RING; i++) {
+		p = &tqp->plc[i];
+		spin_lock_irqsave(&tqp->tx_lock, flags);
+		cookie = p->cookie;
+		len = p->len;
+		if (cookie && p->pending) {
+			p->cookie = NULL;
+			p->abandoned = true;
+			atomic_inc(&tqp->ndev->plc_abandoned);
+		} else {
+			cookie = NULL;
+		}
+		spin_unlock_irqrestore(&tqp->tx_lock, flags);
+		if (cookie)
+			tqp->ops->send_done(tqp->ctx, cookie, len, -EIO);
+	}
+}
