@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <thread>
+#include <utility>
 
 #include "verbs_datapath.hpp"
 
@@ -23,19 +24,25 @@ bool DirectPlacementOn() {
     return c == 'Y' || c == '1';
 }
 
-// The first of ntrdma's debugfs directories whose info has the line @line,
-// or "" (none, or debugfs unreadable: not root).
-std::string InfoDirWith(const std::string& line) {
+// The first line of ntrdma's debugfs info files (one per device) that
+// @match accepts, and its directory; "" for both when none does (or
+// debugfs is unreadable: not root).
+std::pair<std::string, std::string> InfoLine(const std::function<bool(const std::string&)>& match) {
     std::error_code ec;
     for (const auto& d : std::filesystem::directory_iterator("/sys/kernel/debug/ntrdma", ec)) {
         std::ifstream f(d.path() / "info");
         for (std::string l; std::getline(f, l);) {
-            if (l == line) {
-                return d.path().string();
+            if (match(l)) {
+                return {d.path().string(), l};
             }
         }
     }
-    return "";
+    return {"", ""};
+}
+
+// The first of ntrdma's debugfs directories whose info has the line @line.
+std::string InfoDirWith(const std::string& line) {
+    return InfoLine([&line](const std::string& l) { return l == line; }).first;
 }
 
 // Windowed mode (an NTB whose window cannot map the peer's RAM): nothing
@@ -652,16 +659,10 @@ namespace {
 // The DMA channel the engine copies with (debugfs info "copy: <name>"),
 // or "" without one (use_dma=0, no channel, or debugfs unreadable).
 std::string DmaChannel() {
-    std::error_code ec;
-    for (const auto& d : std::filesystem::directory_iterator("/sys/kernel/debug/ntrdma", ec)) {
-        std::ifstream f(d.path() / "info");
-        for (std::string l; std::getline(f, l);) {
-            if (l.rfind("copy: ", 0) == 0 && l != "copy: cpu") {
-                return l.substr(6);
-            }
-        }
-    }
-    return "";
+    const std::string l = InfoLine([](const std::string& l) {
+                              return l.rfind("copy: ", 0) == 0 && l != "copy: cpu";
+                          }).second;
+    return l.empty() ? "" : l.substr(6);
 }
 
 // Placements by the engine's DMA channel (rdma/engine/ntrdma_place.c):
