@@ -662,6 +662,23 @@ static int req_fetch(struct ntrdma_qp *qp, u32 *prod_out)
 }
 
 /*
+ * The provider rings no doorbell for a WQE it posts while an earlier one is
+ * outstanding (ntrdma_abi.h): the kernel must look at prod again after it
+ * completed WQEs. One posted after this pass's fetch, but seen by the
+ * provider before our cons store, would wait for no one: run again.
+ */
+static void req_look_again(struct ntrdma_qp *qp)
+{
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&qp->sq);
+
+	if (qp->state != IB_QPS_RTS)
+		return;
+	smp_mb(); /* our cons store (req_complete) before the prod load */
+	if (READ_ONCE(ctl->prod) != qp->sq_fetched)
+		ntrdma_vx_kick(qp);
+}
+
+/*
  * Requester transmit: start and continue WQEs in order until the SQ is
  * empty, the transport is full (waits for its wake-up), the READ/atomic
  * limit is reached or an RNR wait runs.
@@ -737,6 +754,7 @@ static void req_tx(struct ntrdma_qp *qp)
 	}
 	if (req_complete(qp))
 		req_arm_ack(qp);
+	req_look_again(qp);
 }
 
 /*

@@ -23,8 +23,8 @@
 # ("ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev
 # rxe@ntr0": ntrdma-poll with adaptive polling (rx_poll_us=50),
 # ntrdma-win in windowed mode; when asked for, ntrdma-pull (every READ up
-# to 1 MiB pulled by the requester: read_pull_max), ntrdma-cpu (every
-# direct placement a CPU copy: place_copybreak) and ntrdma-old, an
+# to 1 MiB pulled by the requester: read_pull_max), ntrdma-dma (every
+# direct placement by the DMA channel: place_copybreak=0) and ntrdma-old, an
 # earlier revision (scripts/bench.sh builds it: BENCH_OLD_REV); rxe and
 # siw on the loopback path are the "no link" reference, DRV@NETDEV is what
 # a user with an NTB would run instead of ntrdma, a software RDMA driver
@@ -471,7 +471,7 @@ rdma_up() {
 			{ SETUP_NOTE="rdma link add siw0 type siw netdev bsiw (dummy) failed"; return 1; }
 		SDEV=siw0 CDEV=siw0 CM=-R DST=10.79.9.1
 		;;
-	ntrdma | ntrdma-poll | ntrdma-pull | ntrdma-cpu | ntrdma-win | ntrdma-old)
+	ntrdma | ntrdma-poll | ntrdma-pull | ntrdma-dma | ntrdma-win | ntrdma-old)
 		# The verbs face: one ib device per NTB port, named ntrdma*, used
 		# through our rdma-core provider (install_provider: a .driver
 		# file naming the build tree's library). Its port has an IB link
@@ -483,12 +483,12 @@ rdma_up() {
 		# ntrdma-win: windowed mode, on the NTB without a flat window;
 		# ntrdma-poll: the verbs face polls its ring 50 us after a receive;
 		# ntrdma-pull: every READ read by the requester (up to 1 MiB);
-		# ntrdma-cpu: every placement copied by the CPU, none by DMA.
+		# ntrdma-dma: every placement copied by the DMA channel.
 		if [ "$sys" = ntrdma-win ]; then net=ntr0-win; else net=ntr0; fi
 		params=
 		[ "$sys" = ntrdma-poll ] && params=rx_poll_us=50
 		[ "$sys" = ntrdma-pull ] && params=read_pull_max=1048576
-		[ "$sys" = ntrdma-cpu ] && params=place_copybreak=4294967295
+		[ "$sys" = ntrdma-dma ] && params=place_copybreak=0
 		if [ "$sys" = ntrdma-old ]; then
 			old_up || return 1
 		else
@@ -561,7 +561,7 @@ rdma_down() {
 	case $sys in
 	rxe) rdma link delete rxe0 ;;
 	siw) rdma link delete siw0; ip link del bsiw ;;
-	ntrdma | ntrdma-poll | ntrdma-pull | ntrdma-cpu | ntrdma-win) eth_down ntr0 ;;
+	ntrdma | ntrdma-poll | ntrdma-pull | ntrdma-dma | ntrdma-win) eth_down ntr0 ;;
 	ntrdma-old) eth_down ntr0; old_down ;;
 	*@*) rdma link delete "${sys%@*}nt" 2>/dev/null
 		is_pair && peer "rdma link delete ${sys%@*}nt" 2>/dev/null

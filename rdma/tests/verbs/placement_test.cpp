@@ -665,9 +665,13 @@ std::string DmaChannel() {
     return l.empty() ? "" : l.substr(6);
 }
 
+constexpr const char* kPlaceCopybreak = "/sys/module/ntrdma/parameters/place_copybreak";
+
 // Placements by the engine's DMA channel (rdma/engine/ntrdma_place.c):
 // a WRITE above place_copybreak goes on the channel and completes once its
-// copies are done, in the order of everything else the QP sends.
+// copies are done, in the order of everything else the QP sends. These
+// tests set place_copybreak to 0 (every placement on the channel) and put
+// it back after.
 class PlacementDma : public Placement {
   protected:
     void SetUp() override {
@@ -679,7 +683,27 @@ class PlacementDma : public Placement {
             GTEST_SKIP()
                 << "no DMA channel (use_dma=0 or none offered): every placement is a CPU copy";
         }
+        std::ifstream in(kPlaceCopybreak);
+        in >> saved_;
+        ASSERT_TRUE(in) << "no place_copybreak parameter";
+        ASSERT_TRUE(SetCopybreak("0")) << "cannot write " << kPlaceCopybreak;
     }
+
+    void TearDown() override {
+        if (!saved_.empty()) {
+            EXPECT_TRUE(SetCopybreak(saved_));
+        }
+        Placement::TearDown();
+    }
+
+  private:
+    static bool SetCopybreak(const std::string& v) {
+        std::ofstream out(kPlaceCopybreak);
+        out << v << std::flush;
+        return static_cast<bool>(out);
+    }
+
+    std::string saved_;
 };
 
 // The WRITE completes only once the channel wrote all of it: the source,
@@ -801,6 +825,18 @@ TEST_F(PlacementDma, ChannelRefusingPartOfAPlacement) {
     }
     IvdmaRefuseEvery(0);
     EXPECT_GT(IvdmaRefused(), refused0) << "the channel refused nothing";
+}
+
+}  // namespace
+}  // namespace ntv
+
+namespace ntv {
+namespace {
+
+// Revocation with the placements on the channel: dereg returns only once
+// the peer's queued copies into the pages are done (its fence).
+TEST_F(PlacementDma, NothingLandsAfterDeregUnderWriteStream) {
+    NothingLandsAfter([this](Buf* dst) { return Dereg(dst); });
 }
 
 }  // namespace
