@@ -129,6 +129,29 @@ class Placement : public DataPath {
         }
     }
 
+    // @rounds rounds on @c: an unsignalled WRITE of all of *src (fresh
+    // bytes each round) into *dst, then a SEND of *msg into *rcv. When the
+    // SEND has arrived, every byte of the WRITE before it must be there.
+    void WriteThenSendRounds(const Conn& c, Buf* src, Buf* dst, Buf* msg, Buf* rcv, int rounds) {
+        const size_t len = src->mem.size();
+        for (int i = 0; i < rounds; i++) {
+            ASSERT_EQ(PostRecv(c.b, i, {rcv->sge(0, 8)}), 0);
+            Fill(src->p(), len, 7 * i + 1);
+            Wr w = WriteWr(2 * i, src->sge(0, len), dst);
+            w.flags = 0;
+            ASSERT_EQ(Post(c.a, w), 0);
+            Wr s;
+            s.wr_id = 2 * i + 1;
+            s.sge = {msg->sge(0, 8)};
+            ASSERT_EQ(Post(c.a, s), 0);
+            std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
+            ASSERT_EQ(r.size(), 1u);
+            ASSERT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
+            ASSERT_EQ(FirstDiff(src->p(), dst->p(), len), -1) << "round " << i;
+            ASSERT_EQ(PollCq(a_.scq, 1).size(), 1u);
+        }
+    }
+
     // A connection whose WRITEs from *src (a_, @len) to *dst (b_) are
     // placed directly (fatal failure otherwise).
     void ConnectDirect(size_t len, Conn* c, Buf** src, Buf** dst) {
@@ -170,23 +193,7 @@ TEST_F(Placement, WriteThenSendOrderedByContent) {
     Buf* rcv = Reg(b_, 8, kLocal);
     ASSERT_FALSE(HasFailure());
     ASSERT_TRUE(WaitDirect(c, src, dst));
-    for (int i = 0; i < 300; i++) {
-        ASSERT_EQ(PostRecv(c.b, i, {rcv->sge(0, 8)}), 0);
-        Fill(src->p(), len, 7 * i + 1);
-        Wr w = WriteWr(2 * i, src->sge(0, len), dst);
-        w.flags = 0;
-        ASSERT_EQ(Post(c.a, w), 0);
-        Wr s;
-        s.wr_id = 2 * i + 1;
-        s.sge = {msg->sge(0, 8)};
-        ASSERT_EQ(Post(c.a, s), 0);
-        std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
-        ASSERT_EQ(r.size(), 1u);
-        ASSERT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
-        // The SEND arrived: every byte of the WRITE before it is there.
-        ASSERT_EQ(FirstDiff(src->p(), dst->p(), len), -1) << "round " << i;
-        ASSERT_EQ(PollCq(a_.scq, 1).size(), 1u);
-    }
+    WriteThenSendRounds(c, src, dst, msg, rcv, 300);
 }
 
 // After dereg returns, no byte of a WRITE lands in the pages: writes in
@@ -808,21 +815,7 @@ TEST_F(PlacementDma, ChannelRefusingPartOfAPlacement) {
     if (refused0 < 0 || !IvdmaRefuseEvery(7)) {
         GTEST_SKIP() << "the DMA channel is not the emulated NTB's (no fail_prep_every)";
     }
-    for (int i = 0; i < 100 && !HasFailure(); i++) {
-        ASSERT_EQ(PostRecv(c.b, i, {rcv->sge(0, 8)}), 0);
-        Fill(src->p(), len, 13 * i + 3);
-        Wr w = WriteWr(2 * i, src->sge(0, len), dst);
-        w.flags = 0;
-        EXPECT_EQ(Post(c.a, w), 0);
-        Wr s;
-        s.wr_id = 2 * i + 1;
-        s.sge = {msg->sge(0, 8)};
-        EXPECT_EQ(Post(c.a, s), 0);
-        std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
-        EXPECT_EQ(r.size(), 1u);
-        EXPECT_EQ(FirstDiff(src->p(), dst->p(), len), -1) << "round " << i;
-        EXPECT_EQ(PollCq(a_.scq, 1).size(), 1u);
-    }
+    WriteThenSendRounds(c, src, dst, msg, rcv, 100);  // the knob goes back even on failure
     IvdmaRefuseEvery(0);
     EXPECT_GT(IvdmaRefused(), refused0) << "the channel refused nothing";
 }
