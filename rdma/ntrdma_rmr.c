@@ -75,13 +75,18 @@ struct ntrdma_rqp {
 	u32 epoch;		/* READ sinks of this epoch may be written */
 };
 
-/* No placement that found @nib's old entry is still copying. */
-static void rmr_drain(struct ntrdma_ib *nib)
+/*
+ * No placement that found @nib's old entry is still copying: none holds
+ * place_lock, and the copies they queued on the DMA channel are done.
+ * False when the channel did not finish them (ntrdma_vx_place_fence()).
+ */
+static bool rmr_drain(struct ntrdma_ib *nib)
 {
 	unsigned long flags;
 
 	spin_lock_irqsave(&nib->place_lock, flags);
 	spin_unlock_irqrestore(&nib->place_lock, flags);
+	return ntrdma_vx_place_fence(nib);
 }
 
 static void rmr_free(struct ntrdma_ib *nib, struct ntrdma_rmr *rmr)
@@ -189,6 +194,7 @@ static int rmr_revoke(struct ntrdma_ib *nib, const void *req, u16 len)
 {
 	struct ntrdma_wire_mr_revoke r;
 	struct ntrdma_rmr *rmr;
+	bool drained;
 
 	if (len < sizeof(r))
 		return -EINVAL;
@@ -200,12 +206,12 @@ static int rmr_revoke(struct ntrdma_ib *nib, const void *req, u16 len)
 	else
 		rmr = NULL;
 	xa_unlock(&nib->rmr_xa);
-	if (rmr) {
-		rmr_drain(nib);
-		rmr_free(nib, rmr);
-	}
+	if (!rmr)
+		return 0;
 	/* copies the channel still makes: the peer keeps its pages on error */
-	return ntrdma_vx_place_fence(nib) ? 0 : -EIO;
+	drained = rmr_drain(nib);
+	rmr_free(nib, rmr);
+	return drained ? 0 : -EIO;
 }
 
 /* NTRDMA_CMD_QP_EXPORT: a QP of the peer takes placements, or no more. */
@@ -213,6 +219,7 @@ static int rqp_export(struct ntrdma_ib *nib, const void *req, u16 len)
 {
 	struct ntrdma_wire_qp_export q;
 	struct ntrdma_rqp *rqp = NULL, *old;
+	bool drained;
 
 	if (len < sizeof(q))
 		return -EINVAL;
@@ -235,11 +242,11 @@ static int rqp_export(struct ntrdma_ib *nib, const void *req, u16 len)
 	} else {
 		old = xa_erase(&nib->rqp_xa, q.qpn);
 	}
-	if (old) {
-		rmr_drain(nib);
-		kfree(old);
-	}
-	return ntrdma_vx_place_fence(nib) ? 0 : -EIO;
+	if (!old)
+		return 0;
+	drained = rmr_drain(nib);
+	kfree(old);
+	return drained ? 0 : -EIO;
 }
 
 /*

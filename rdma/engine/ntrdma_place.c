@@ -51,8 +51,14 @@ MODULE_PARM_DESC(place_copybreak,
 /* With a channel: the placement records. Process context. */
 int ntrdma_place_init(struct ntrdma_tqp *tqp)
 {
+	int i;
+
 	tqp->plc = kcalloc(PLC_RING, sizeof(*tqp->plc), GFP_KERNEL);
-	return tqp->plc ? 0 : -ENOMEM;
+	if (!tqp->plc)
+		return -ENOMEM;
+	for (i = 0; i < PLC_RING; i++)
+		tqp->plc[i].tqp = tqp;
+	return 0;
 }
 
 /* A session starts: nothing of the last one is pending (tqp_start). */
@@ -62,16 +68,6 @@ void ntrdma_place_start(struct ntrdma_tqp *tqp)
 	tqp->plc_pos = 0;
 	tqp->plc_done = 0;
 	tqp->plc_tail = NULL;
-}
-
-static void place_unmap(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p)
-{
-	int i;
-
-	for (i = 0; i < p->nmap; i++)
-		dma_unmap_page(tqp->dma_dev, p->map[i], p->map_len[i],
-			       DMA_TO_DEVICE);
-	p->nmap = 0;
 }
 
 static void place_cpu(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
@@ -116,7 +112,7 @@ static void *place_finish(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p,
 	p->nrest = 0;
 	if (tqp->plc_tail == p)
 		tqp->plc_tail = NULL;
-	place_unmap(tqp, p);
+	ntrdma_tqp_unmap(tqp, &p->maps);
 	p->cookie = NULL;
 	if (p->abandoned) {
 		p->abandoned = false;
@@ -170,12 +166,8 @@ static int place_dma_one(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p,
 	if (ntrdma_fault(tqp->ndev, first ? NTRDMA_FAULT_DMA_PREP :
 			 NTRDMA_FAULT_DMA_PREP_MID))
 		return -ENOMEM;
-	src = dma_map_page(tqp->dma_dev, pc->page, pc->off, pc->len,
-			   DMA_TO_DEVICE);
-	if (dma_mapping_error(tqp->dma_dev, src))
+	if (ntrdma_tqp_map(tqp, &p->maps, pc->page, pc->off, pc->len, &src))
 		return -ENOMEM;
-	p->map[p->nmap] = src;
-	p->map_len[p->nmap++] = pc->len;
 	tx = dmaengine_prep_dma_memcpy(chan, tqp->ndev->flat_dma + pc->dst,
 				       src, pc->len, DMA_PREP_INTERRUPT);
 	if (!tx)
@@ -205,14 +197,13 @@ static int place_dma(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
 	int i;
 
 	lockdep_assert_held(&tqp->tx_lock);
-	p->tqp = tqp;
 	p->status = 0;
 	p->nrest = 0;
 	for (i = 0; i < n; i++)
 		if (place_dma_one(tqp, p, &pc[i], !i))
 			break;
 	if (!p->pending) {
-		place_unmap(tqp, p);
+		ntrdma_tqp_unmap(tqp, &p->maps);
 		return -ENOMEM;
 	}
 	if (i < n) {

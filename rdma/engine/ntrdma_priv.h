@@ -97,6 +97,13 @@ struct ntrdma_cmd {
 
 /* ---- transport queue pairs (tqp.c) ---- */
 
+/* Source pages of one message or placement, mapped for the channel. */
+struct ntrdma_tqp_maps {
+	int n;
+	dma_addr_t addr[NTRDMA_TQP_MAX_SGE];
+	u32 len[NTRDMA_TQP_MAX_SGE];
+};
+
 struct ntrdma_tqp_slot {
 	struct ntrdma_tqp *tqp;
 	void *cookie;
@@ -104,9 +111,7 @@ struct ntrdma_tqp_slot {
 	bool tail;		/* copies queued, completion by tail_work */
 	bool abandoned;		/* reported at stop; its DMA still runs */
 	dma_cookie_t last;	/* the last copy queued */
-	int nmap;
-	dma_addr_t map[NTRDMA_TQP_MAX_SGE];
-	u32 map_len[NTRDMA_TQP_MAX_SGE];
+	struct ntrdma_tqp_maps maps;
 };
 
 /* Placements on the channel at once, per TQP (they complete in order). */
@@ -120,9 +125,7 @@ struct ntrdma_tqp_plc {
 	u16 pending;		/* its copies on the channel, not yet done */
 	bool abandoned;		/* reported at stop; its DMA still runs */
 	int status;
-	int nmap;
-	dma_addr_t map[NTRDMA_TQP_MAX_SGE];
-	u32 map_len[NTRDMA_TQP_MAX_SGE];
+	struct ntrdma_tqp_maps maps;
 	int nrest;		/* pieces the channel refused: CPU, at the end */
 	struct ntrdma_tqp_piece rest[NTRDMA_TQP_MAX_SGE];
 };
@@ -285,6 +288,11 @@ static inline bool tqp_tail_pending(struct ntrdma_tqp *tqp)
 	lockdep_assert_held(&tqp->tx_lock);
 	return tqp->tail || tqp->plc_tail;
 }
+
+/* tqp.c: the channel's mappings of source pages */
+int ntrdma_tqp_map(struct ntrdma_tqp *tqp, struct ntrdma_tqp_maps *m,
+		   struct page *page, u32 off, u32 len, dma_addr_t *addr);
+void ntrdma_tqp_unmap(struct ntrdma_tqp *tqp, struct ntrdma_tqp_maps *m);
 
 /* place.c */
 int ntrdma_place_init(struct ntrdma_tqp *tqp);

@@ -278,14 +278,32 @@ void ntrdma_tqp_start(struct ntrdma_tqp *tqp)
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
 }
 
-static void tqp_unmap_slot(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s)
+/* Map @len bytes of @page from @off for the channel, kept in @m. */
+int ntrdma_tqp_map(struct ntrdma_tqp *tqp, struct ntrdma_tqp_maps *m,
+		   struct page *page, u32 off, u32 len, dma_addr_t *addr)
 {
-	struct device *dev = tqp->dma_dev;
+	*addr = dma_map_page(tqp->dma_dev, page, off, len, DMA_TO_DEVICE);
+	if (dma_mapping_error(tqp->dma_dev, *addr))
+		return -ENOMEM;
+	m->addr[m->n] = *addr;
+	m->len[m->n++] = len;
+	return 0;
+}
+
+/* Undo every mapping kept in @m. */
+void ntrdma_tqp_unmap(struct ntrdma_tqp *tqp, struct ntrdma_tqp_maps *m)
+{
 	int i;
 
-	for (i = 0; i < s->nmap; i++)
-		dma_unmap_page(dev, s->map[i], s->map_len[i], DMA_TO_DEVICE);
-	s->nmap = 0;
+	for (i = 0; i < m->n; i++)
+		dma_unmap_page(tqp->dma_dev, m->addr[i], m->len[i],
+			       DMA_TO_DEVICE);
+	m->n = 0;
+}
+
+static void tqp_unmap_slot(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s)
+{
+	ntrdma_tqp_unmap(tqp, &s->maps);
 }
 
 /* How long a stop waits for the channel to finish this TQP's copies. */
@@ -783,7 +801,6 @@ static int tqp_dma_one(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
 		       bool first)
 {
 	struct dma_chan *chan = tqp->ndev->dma_chan;
-	struct device *dev = chan->device->dev;
 	struct dma_async_tx_descriptor *tx;
 	dma_cookie_t cookie;
 	dma_addr_t src;
@@ -792,11 +809,8 @@ static int tqp_dma_one(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
 	if (ntrdma_fault(tqp->ndev, first ? NTRDMA_FAULT_DMA_PREP :
 			 NTRDMA_FAULT_DMA_PREP_MID))
 		return -ENOMEM;
-	src = dma_map_page(dev, sg->page, sg->off, sg->len, DMA_TO_DEVICE);
-	if (dma_mapping_error(dev, src))
+	if (ntrdma_tqp_map(tqp, &s->maps, sg->page, sg->off, sg->len, &src))
 		return -ENOMEM;
-	s->map[s->nmap] = src;
-	s->map_len[s->nmap++] = sg->len;
 	tx = dmaengine_prep_dma_memcpy(chan, dst, src, sg->len, 0);
 	if (!tx)
 		return -ENOMEM;
