@@ -44,9 +44,12 @@ static int cmd_delay(void *ctx, const void *req, u16 len, void *rsp,
 	memcpy(&ms, req, sizeof(ms));
 	if (ms > NTRDMA_CMD_DELAY_MAX_MS)
 		return -ERANGE;
-	/* Cut short when the session ends: stop() waits for handlers. */
+	/*
+	 * Cut short when the session ends: stop() waits for handlers. One
+	 * tick more, as the current one is partly gone: at least @ms.
+	 */
 	wait_event_timeout(ndev->cmd.credit_wait, !READ_ONCE(ndev->cmd.active),
-			   msecs_to_jiffies(ms));
+			   msecs_to_jiffies(ms) + 1);
 	*rsp_len = 0;
 	return 0;
 }
@@ -340,7 +343,8 @@ int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
 		    unsigned int timeout_ms)
 {
 	struct ntrdma_cmd *c = &ndev->cmd;
-	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms);
+	/* The current tick is partly gone: one more waits >= @timeout_ms. */
+	unsigned long deadline = jiffies + msecs_to_jiffies(timeout_ms) + 1;
 	struct ntrdma_inbox __iomem *pi;
 	struct ntrdma_cmd_waiter *w;
 	struct ntrdma_wire_cmd *m;
