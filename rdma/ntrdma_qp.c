@@ -299,7 +299,8 @@ static void ntrdma_ring_flush(struct ntrdma_qp *qp, struct ntrdma_ring *ring,
 /* SQ WQEs the data path never fetched: flushed from the ring itself. */
 static void ntrdma_sq_flush_ring(struct ntrdma_qp *qp)
 {
-	WRITE_ONCE(ntrdma_ring_ctl(&qp->sq)->arm, NTRDMA_RING_FLUSH);
+	/* release: a provider that sees the flag rings; its doorbell sees ERR */
+	smp_store_release(&ntrdma_ring_ctl(&qp->sq)->arm, NTRDMA_RING_FLUSH);
 	smp_mb(); /* the flag before reading prod; pairs with the provider */
 	ntrdma_ring_flush(qp, &qp->sq, qp->ibqp.send_cq, IB_WC_SEND);
 	qp->sq_fetched = qp->sq.kpos;
@@ -317,7 +318,8 @@ static void ntrdma_rq_flush(struct ntrdma_qp *qp)
 
 	if (qp->ibqp.srq)
 		return;
-	WRITE_ONCE(ntrdma_ring_ctl(&qp->rq)->arm, NTRDMA_RING_FLUSH);
+	/* release: after ERR, as for the SQ */
+	smp_store_release(&ntrdma_ring_ctl(&qp->rq)->arm, NTRDMA_RING_FLUSH);
 	smp_mb(); /* the flag before reading prod; pairs with the provider */
 	spin_lock_irqsave(&qp->rq_lock, flags);
 	ntrdma_ring_flush(qp, &qp->rq, qp->ibqp.recv_cq, IB_WC_RECV);

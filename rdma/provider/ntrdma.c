@@ -246,6 +246,12 @@ static int ntr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	__atomic_store_n(&ctl->arm, solicited_only ? NTRDMA_CQ_ARM_SOLICITED :
 						     NTRDMA_CQ_ARM_NEXT,
 			 __ATOMIC_SEQ_CST);
+	/*
+	 * The arm before any later read of prod (the poll that catches a
+	 * completion posted meanwhile): the kernel stores prod, then reads
+	 * arm. A seq_cst store alone does not order a later acquire load.
+	 */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return 0;
 }
 
