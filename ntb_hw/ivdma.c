@@ -16,9 +16,11 @@
  * when its ring is full: fail_prep_every=N makes every Nth prep return NULL,
  * fail_submit_every=N every Nth submit return an error cookie (the
  * descriptor is then freed here; its callback never runs); `refused` counts
- * both. 0 (the default): never.
+ * both. 0 (the default): never. stall=1 stops it as a hung engine: no
+ * descriptor starts until stall=0 (terminate_all still drops them).
  */
 
+#include <linux/delay.h>
 #include <linux/dmaengine.h>
 #include <linux/highmem.h>
 #include <linux/io.h>
@@ -40,6 +42,14 @@ static unsigned int fail_submit_every;
 module_param(fail_submit_every, uint, 0644);
 MODULE_PARM_DESC(fail_submit_every,
 		 "Tests: the DMA engine refuses every Nth descriptor at submit (default 0: never)");
+
+static bool stall;
+module_param(stall, bool, 0644);
+MODULE_PARM_DESC(stall,
+		 "Tests: the DMA engine starts no descriptor while set, as a hung engine (default 0)");
+
+/* How often a stalled worker looks again. */
+#define IVDMA_STALL_POLL_MS	20
 
 static atomic_t ivdma_preps, ivdma_submits, ivdma_refused;
 
@@ -154,6 +164,11 @@ static void ivdma_work(struct work_struct *work)
 		spin_lock_irqsave(&d->lock, flags);
 		desc = list_first_entry_or_null(&d->issued, struct ivdma_desc,
 						node);
+		if (desc && READ_ONCE(stall)) {
+			spin_unlock_irqrestore(&d->lock, flags);
+			msleep(IVDMA_STALL_POLL_MS);
+			continue;
+		}
 		if (desc)
 			list_del(&desc->node);
 		spin_unlock_irqrestore(&d->lock, flags);

@@ -369,6 +369,7 @@ struct ntrdma_qp {
 	u32 export_epoch;		/* withdrawals queued (under sq_lock too) */
 	struct work_struct unexport_work;	/* it entered ERR */
 	struct list_head tx_wait;	/* on vx->tx_waiters */
+	bool tx_wait_place;		/* a placement waits (sq_lock) */
 	bool cq_overrun;		/* a completion was lost: to ERR */
 	bool sqd_notify;		/* SQD: SQ_DRAINED still owed */
 

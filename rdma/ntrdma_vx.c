@@ -340,19 +340,35 @@ static void vx_wake_work(struct work_struct *work)
 	spin_unlock_irqrestore(&vx->wait_lock, flags);
 }
 
-/* The TQP had no peer buffer for @qp: run its tx work on the next post. */
+/* The send or placement of @qp would go now. */
+static bool vx_space_now(struct ntrdma_vx *vx, struct ntrdma_qp *qp,
+			 bool placing)
+{
+	if (qp->loopback)
+		return ntrdma_lo_ready(to_nib(qp->ibqp.device)->lo);
+	if (placing && ntrdma_tqp_place_ready(vx->tqp))
+		return true;
+	return ntrdma_tqp_send_ready(vx->tqp);
+}
+
+/*
+ * The TQP had no peer buffer for @qp, or its placement waits for the DMA
+ * channel: run its tx work on the next post or channel completion.
+ */
 void ntrdma_vx_wait_space(struct ntrdma_qp *qp)
 {
 	struct ntrdma_vx *vx = to_nib(qp->ibqp.device)->vx;
+	bool placing = qp->tx_wait_place;
 	unsigned long flags;
 
+	lockdep_assert_held(&qp->sq_lock);
+	qp->tx_wait_place = false;
 	spin_lock_irqsave(&vx->wait_lock, flags);
 	if (list_empty(&qp->tx_wait))
 		list_add_tail(&qp->tx_wait, &vx->tx_waiters);
 	spin_unlock_irqrestore(&vx->wait_lock, flags);
-	/* A post may have come before we were on the list. */
-	if (qp->loopback ? ntrdma_lo_ready(to_nib(qp->ibqp.device)->lo) :
-			   ntrdma_tqp_send_ready(vx->tqp))
+	/* A post or completion may have come before we were on the list. */
+	if (vx_space_now(vx, qp, placing))
 		queue_work(vx->wq, &vx->wake_work);
 }
 
@@ -443,6 +459,8 @@ int ntrdma_vx_place(struct ntrdma_qp *qp, const struct ntrdma_tqp_piece *pc,
 		qp->seg_pool->prod++;
 	}
 	rc = ntrdma_tqp_place(vx->tqp, pc, n, m);
+	if (rc == -ENOSPC)
+		qp->tx_wait_place = true;	/* for ntrdma_vx_wait_space() */
 	if (m && rc == 0) {
 		vx_tqp_send_done(vx, m, 0, 0);	/* the CPU copied it */
 	} else if (m && rc < 0) {

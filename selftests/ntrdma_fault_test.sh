@@ -8,7 +8,8 @@
 # livelock would hang the guest and time this test out) and come back up;
 # then both faces work again. A wrong event index (the peer no longer rings
 # our receive) costs at most a heartbeat period: the sweep wakes the
-# receiver. Last, a peer fuzzer writes random words into
+# receiver. A DMA engine that hangs as the session ends keeps A out of
+# new sessions until it runs again. Last, a peer fuzzer writes random words into
 # the victim's inbox (ring indices, completions, command and response slots,
 # doorbells) in rounds for FUZZ_SECS (60; the full form: FUZZ_SECS=900)
 # while verbs, command and Ethernet traffic runs, alternating sides, with
@@ -23,7 +24,7 @@
 FUZZ_SECS=${FUZZ_SECS:-60}
 
 ktap_header
-ktap_plan 12
+ktap_plan 13
 
 if ! install_modules || ! ntb_pair; then
 	ktap_fail "ntb devices present"
@@ -131,7 +132,7 @@ load
 rc=$?
 if [ $rc = 2 ]; then
 	ktap_skip "fault injection" "ntrdma built without CONFIG_NTRDMA_TEST_HOOKS (make TEST_HOOKS=y)"
-	for i in $(seq 2 12); do ktap_skip "fault injection $i" "no inject file"; done
+	for i in $(seq 2 13); do ktap_skip "fault injection $i" "no inject file"; done
 	ktap_finish
 fi
 ktap_check "ntrdma loaded on both sides, link up, inject file present" test $rc = 0
@@ -234,7 +235,47 @@ else
 		eval "[ $((r1 - r0)) -gt 0 ] && [ $s_rc = 0 ] && [ $s_src = 0 ] && [ $rc = 0 ] && [ $src = 0 ] && [ $d1 = $d0 ] && link_up"
 fi
 
-# 10: the fuzzer, alternating sides, with verbs, command and Ethernet
+# 10: a DMA engine that hangs (ntb_hw's stall parameter) under ib_send_bw
+# when the session ends (B writes a bad completion into A's inbox): A's
+# stop gives up on the copies after its 10 s and reports them failed; A
+# accepts no new session while they are on the channel (the peer takes one
+# as proof that nothing of ours still writes its pages), and does once the
+# engine runs again; both faces work after.
+abandoned_count() { dmesg | grep -c 'DMA copies still pending after .*reported as failed'; }
+stall_at_session_end() {
+	local n0 n1 cli srv held gated
+	n0=$(abandoned_count)
+	peer "timeout 60 ib_send_bw -d $PEER_IBDEV -p 18706 -D 30 -s 65536 >/tmp/st_srv.log 2>&1" &
+	srv=$!
+	sleep 2
+	timeout 60 ib_send_bw -d "$IBDEV" -p 18706 -D 30 -s 65536 "$SERVER_IP" >/tmp/st_cli.log 2>&1 &
+	cli=$!
+	sleep 3
+	ntb_dma_stall 1
+	sleep 2
+	inject B "cqe 0"
+	wait_for 40 sh -c "[ \$(dmesg | grep -c 'DMA copies still pending after .*reported as failed') -gt $n0 ]"
+	n1=$(abandoned_count)
+	sleep 3
+	if link_up; then held=no; else held=yes; fi
+	gated=$(dmesg | grep -c 'no new session yet')
+	ntb_dma_stall 0
+	ktap_diag "stalled engine: $((n1 - n0)) TQP stop(s) gave up, no session while stalled: $held ($gated refusals logged)"
+	wait "$cli"
+	wait "$srv"
+	[ "$n1" -gt "$n0" ] && [ $held = yes ] && [ "$gated" -gt 0 ] || return 1
+	wait_for 30 link_up || { ktap_diag "no session after the engine ran again"; return 1; }
+	faces_ok
+}
+if [ "$copy" = cpu ] || ! ntb_dma_can_stall; then
+	ktap_skip "a hung DMA engine at a session's end" "no DMA channel or no stall parameter (copy: $copy)"
+else
+	ktap_check "a hung DMA engine at a session's end: the stop gives up after 10 s, no new session until the engine runs again, then both faces work" \
+		stall_at_session_end
+	ntb_dma_stall 0
+fi
+
+# 11: the fuzzer, alternating sides, with verbs, command and Ethernet
 # traffic running
 # Frames both ways on the netdevs: pings over ntr0 between the hosts (pair);
 # in one host (loop), to a neighbour that is the other netdev's MAC, so each
@@ -299,7 +340,7 @@ metric fuzz_session_restarts "$restarts" restarts
 # them were caught (a session restart), else the test shows nothing.
 ktap_check "fuzzer: $rounds rounds ($landed written) of 32 random inbox words in ${FUZZ_SECS} s ($restarts session restarts): link up after" \
 	eval "[ $((2 * landed)) -ge $rounds ] && [ $restarts -gt 0 ] && wait_for 20 link_up"
-# 11
+# 12
 pages=$(canary_sum canary_page_bytes)
 checks=$(( $(canary_sum canary_checks) - checks0 ))
 guard=$(( $(canary_sum canary_guard_bytes) - guard0 ))
@@ -308,7 +349,7 @@ inject B "canary 0"
 metric fuzz_canary_guard_checks "$checks" checks
 ktap_check "canaries: 512 pages and the guard bytes of $checks receive buffers checked: $pages + $guard bytes changed (a poked byte was seen: $poked)" \
 	eval "[ '$poked' = 1 ] && [ $pages = 0 ] && [ $guard = 0 ] && [ $checks -gt 0 ]"
-# 12
+# 13
 ktap_check "after the fuzzer: command channel both ways and ibv_rc_pingpong" \
 	faces_ok
 

@@ -251,6 +251,13 @@ static void ntrdma_dma_fini(struct ntrdma_dev *ndev)
 
 	if (!chan)
 		return;
+	/*
+	 * Copies a stop gave up on (tqp_abandon()) may still be queued. The
+	 * channel is ours alone and every face is gone: drop them, and wait
+	 * for a callback still running, before the window's mapping and our
+	 * module's code go.
+	 */
+	dmaengine_terminate_sync(chan);
 	dma_unmap_resource(chan->device->dev, ndev->flat_dma, ndev->flat_size,
 			   DMA_BIDIRECTIONAL, 0);
 	dma_release_channel(chan);

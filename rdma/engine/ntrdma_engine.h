@@ -195,6 +195,7 @@ u64 ntrdma_tqp_doorbells(struct ntrdma_tqp *tqp);
 int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
 		     int n, void *cookie);
 bool ntrdma_tqp_place_busy(struct ntrdma_tqp *tqp);
+bool ntrdma_tqp_place_ready(struct ntrdma_tqp *tqp);
 bool ntrdma_tqp_place_fence(struct ntrdma_tqp *tqp);
 
 /* ---- fault injection for the selftests (ntrdma_fault.c) ---- */

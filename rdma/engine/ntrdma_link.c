@@ -450,9 +450,9 @@ static void ntrdma_link_work(struct work_struct *work)
 	}
 
 	if (ndev->state != NTRDMA_LINK_UP) {
-		if (atomic_read(&ndev->plc_abandoned)) {
+		if (atomic_read(&ndev->copies_abandoned)) {
 			/* ntrdma_place.c: the peer takes a session as proof */
-			dev_warn_ratelimited(&ntb->dev, "%s: placements of the last session still on the DMA channel: no new session yet\n",
+			dev_warn_ratelimited(&ntb->dev, "%s: DMA copies of the last session still on the channel: no new session yet\n",
 					     ndev->name);
 			goto resched;
 		}

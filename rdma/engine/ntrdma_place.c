@@ -92,10 +92,24 @@ static bool place_may_write(struct ntrdma_tqp *tqp)
 }
 
 /*
+ * An abandoned placement's last copy is done: the stop reported it, and
+ * the device may be gone since (an orphan TQP): only the TQP's own state.
+ */
+static void place_forget(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p)
+{
+	lockdep_assert_held(&tqp->tx_lock);
+	p->abandoned = false;
+	p->nrest = 0;
+	if (tqp->plc_tail == p)
+		tqp->plc_tail = NULL;
+	ntrdma_tqp_unmap(tqp, &p->maps);
+	ntrdma_tqp_abandoned_done(tqp);
+}
+
+/*
  * The placement's last copy is done: the pieces the channel refused are
  * copied now (every earlier copy is done, and nothing later went), then it
- * is unmapped, counted, and unless a stop reported it already, its cookie
- * is returned for send_done (NULL otherwise).
+ * is unmapped. Its cookie, for send_done; NULL if the stop reported it.
  */
 static void *place_finish(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p,
 			  int *status)
@@ -103,6 +117,10 @@ static void *place_finish(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p,
 	void *cookie = p->cookie;
 
 	lockdep_assert_held(&tqp->tx_lock);
+	if (p->abandoned) {
+		place_forget(tqp, p);
+		return NULL;
+	}
 	if (p->status)
 		ntrdma_link_proto_error(tqp->ndev, "DMA placement failed");
 	else if (p->nrest && !place_may_write(tqp))
@@ -114,24 +132,36 @@ static void *place_finish(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p,
 		tqp->plc_tail = NULL;
 	ntrdma_tqp_unmap(tqp, &p->maps);
 	p->cookie = NULL;
-	if (p->abandoned) {
-		p->abandoned = false;
-		atomic_dec(&tqp->ndev->plc_abandoned);
-		return NULL;
-	}
-	tqp->plc_done++;
 	*status = p->status;
 	return cookie;
+}
+
+/*
+ * Counted done only after its send_done: until then later sends of the TQP
+ * wait (copies pending), so none completes before a failure is known.
+ * Whoever waited for the channel (dma_wake) goes on now.
+ */
+static bool place_counted(struct ntrdma_tqp *tqp)
+{
+	unsigned long flags;
+	bool wake;
+
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	tqp->plc_done++;
+	wake = tqp->dma_wake;
+	tqp->dma_wake = false;
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+	return wake;
 }
 
 static void place_dma_done(void *arg, const struct dmaengine_result *res)
 {
 	struct ntrdma_tqp_plc *p = arg;
 	struct ntrdma_tqp *tqp = p->tqp;
-	bool wake = false, last;
 	void *cookie = NULL;
 	unsigned long flags;
 	int status = 0;
+	bool last;
 	u32 len;
 
 	spin_lock_irqsave(&tqp->tx_lock, flags);
@@ -139,19 +169,16 @@ static void place_dma_done(void *arg, const struct dmaengine_result *res)
 		p->status = -EIO;
 	len = p->len;
 	last = !--p->pending;
-	if (last) {
+	if (last)
 		cookie = place_finish(tqp, p, &status);
-		wake = tqp->dma_wake;
-		tqp->dma_wake = false;
-	}
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
-	if (cookie)
+	if (cookie) {
 		tqp->ops->send_done(tqp->ctx, cookie, len, status);
-	if (wake)
-		tqp->ops->tx_space(tqp->ctx);
+		if (place_counted(tqp))
+			tqp->ops->tx_space(tqp->ctx);
+	}
 	/* the last copy wakes a stop; the last of a placement, a fence */
-	if (atomic_dec_and_test(&tqp->dma_inflight) || last)
-		wake_up(&tqp->dma_wait);
+	ntrdma_tqp_copy_retired(tqp, last);
 }
 
 /* Queue the copy of piece @pc of placement @p. */
@@ -314,10 +341,9 @@ bool ntrdma_tqp_place_busy(struct ntrdma_tqp *tqp)
 	return READ_ONCE(tqp->plc_done) != READ_ONCE(tqp->plc_pos);
 }
 
-static bool place_fenced(struct ntrdma_tqp *tqp, u32 mark)
+static bool place_done_to(struct ntrdma_tqp *tqp, u32 mark)
 {
-	return (int)(READ_ONCE(tqp->plc_done) - mark) >= 0 ||
-	       !READ_ONCE(tqp->active);
+	return (int)(READ_ONCE(tqp->plc_done) - mark) >= 0;
 }
 
 /**
@@ -325,12 +351,13 @@ static bool place_fenced(struct ntrdma_tqp *tqp, u32 mark)
  * @tqp: the TQP
  *
  * For a revocation: once this returns true, no placement that was queued
- * before the call still writes. When the session ends meanwhile, the stop
- * waits for them instead (and a stop that gives up on them keeps the device
- * out of new sessions). Process context; bounded (10 s).
+ * before the call still writes. A session ending meanwhile does not make
+ * them done: the stop waits for them too, and one it gives up on never
+ * counts as done. Process context; bounded (10 s, or until such a stop).
+ * The caller keeps the session's counters (no restart) while it waits.
  *
- * Return: true when they are done (or the session ended), false when the
- * channel did not finish them in time.
+ * Return: true when they are done, false when the channel did not finish
+ * them in time (the pages must then stay out of reuse).
  */
 bool ntrdma_tqp_place_fence(struct ntrdma_tqp *tqp)
 {
@@ -342,15 +369,33 @@ bool ntrdma_tqp_place_fence(struct ntrdma_tqp *tqp)
 	spin_lock_irqsave(&tqp->tx_lock, flags);
 	mark = tqp->plc_pos;
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
-	if (place_fenced(tqp, mark))
+	if (place_done_to(tqp, mark))
 		return true;
 	dma_async_issue_pending(tqp->ndev->dma_chan);
-	if (wait_event_timeout(tqp->dma_wait, place_fenced(tqp, mark),
-			       PLACE_FENCE_WAIT))
+	wait_event_timeout(tqp->dma_wait, place_done_to(tqp, mark) ||
+			   READ_ONCE(tqp->abandoned), PLACE_FENCE_WAIT);
+	if (place_done_to(tqp, mark))
 		return true;
-	dev_err(&tqp->ndev->ntb->dev, "%s: TQP%d: placements still on the DMA channel after %d s\n",
-		tqp->ndev->name, tqp->id, PLACE_FENCE_WAIT / HZ);
+	dev_err(&tqp->ndev->ntb->dev, "%s: TQP%d: placements still on the DMA channel (%s)\n",
+		tqp->ndev->name, tqp->id,
+		READ_ONCE(tqp->abandoned) ? "the stop gave up on them" :
+					    "after 10 s");
 	return false;
+}
+
+/**
+ * ntrdma_tqp_place_ready() - would a placement go now
+ * @tqp: the TQP
+ *
+ * For a placement that got -ENOSPC: once this is true, its tx_space has
+ * come (or will not be needed). Placements need no peer buffer, so
+ * ntrdma_tqp_send_ready() is the wrong test for them.
+ *
+ * Return: true while the session runs and nothing waits for the channel.
+ */
+bool ntrdma_tqp_place_ready(struct ntrdma_tqp *tqp)
+{
+	return READ_ONCE(tqp->active) && !READ_ONCE(tqp->dma_wake);
 }
 
 /*
@@ -374,7 +419,7 @@ void ntrdma_place_abandon(struct ntrdma_tqp *tqp)
 		if (cookie && p->pending) {
 			p->cookie = NULL;
 			p->abandoned = true;
-			atomic_inc(&tqp->ndev->plc_abandoned);
+			ntrdma_tqp_abandon_one(tqp);
 		} else {
 			cookie = NULL;
 		}

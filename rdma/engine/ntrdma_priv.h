@@ -158,9 +158,11 @@ struct ntrdma_tqp {
 	struct ntrdma_tqp_slot *slot;
 	struct ntrdma_wire_cqe *stage;	/* completions the DMA copies */
 	dma_addr_t stage_dma;
-	atomic_t dma_inflight;
+	atomic_t dma_inflight;		/* changed under tx_lock (destroy) */
 	wait_queue_head_t dma_wait;
 	struct device *dma_dev;		/* the channel's, for late unmaps */
+	u32 abandoned;		/* copies a stop gave up on (tx_lock) */
+	bool orphan;		/* destroyed, kept for them: no ndev, ops */
 };
 
 /* The smallest window windowed mode runs in (inbox, a few buffers each). */
@@ -232,7 +234,7 @@ struct ntrdma_dev {
 	bool stopping;
 	atomic_t proto_fault;		/* a face saw a malformed message */
 	bool peer_quiet;		/* unload: the peer no longer writes */
-	atomic_t plc_abandoned;		/* placements a stop gave up on */
+	atomic_t copies_abandoned;	/* of every TQP: no session until 0 */
 
 	/* virtual doorbells */
 	spinlock_t vdb_lock;		/* the slot table */
@@ -293,6 +295,9 @@ static inline bool tqp_tail_pending(struct ntrdma_tqp *tqp)
 int ntrdma_tqp_map(struct ntrdma_tqp *tqp, struct ntrdma_tqp_maps *m,
 		   struct page *page, u32 off, u32 len, dma_addr_t *addr);
 void ntrdma_tqp_unmap(struct ntrdma_tqp *tqp, struct ntrdma_tqp_maps *m);
+void ntrdma_tqp_abandon_one(struct ntrdma_tqp *tqp);
+void ntrdma_tqp_abandoned_done(struct ntrdma_tqp *tqp);
+void ntrdma_tqp_copy_retired(struct ntrdma_tqp *tqp, bool wake);
 
 /* place.c */
 int ntrdma_place_init(struct ntrdma_tqp *tqp);

@@ -216,13 +216,18 @@ err_free:
 void ntrdma_tqp_destroy(struct ntrdma_tqp *tqp)
 {
 	struct ntrdma_dev *ndev = tqp->ndev;
+	unsigned long flags;
 	int i;
 
 	for (i = 0; i < NTRDMA_TQP_VDBS; i++)
 		ntrdma_vdb_unregister(ndev, NTRDMA_VDB_TQP(tqp->id, i));
 	ndev->tqp[tqp->id] = NULL;
 	cancel_delayed_work_sync(&tqp->tail_work);
-	if (atomic_read(&tqp->dma_inflight)) {
+	/* A callback's last touch of the TQP is under tx_lock. */
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	tqp->orphan = atomic_read(&tqp->dma_inflight);
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+	if (tqp->orphan) {
 		/* Late completions still find it (see tqp_abandon()). */
 		dev_err(&ndev->ntb->dev, "%s: TQP%d: DMA copies still pending: keeping its memory\n",
 			ndev->name, tqp->id);
@@ -249,13 +254,14 @@ void ntrdma_tqp_start(struct ntrdma_tqp *tqp)
 	u32 base = ndev->epoch ^ ndev->peer_epoch;
 	unsigned long flags;
 
-	if (atomic_read(&tqp->dma_inflight)) {
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	if (tqp->abandoned) {
 		/* Copies of an abandoned session still own slots. */
+		spin_unlock_irqrestore(&tqp->tx_lock, flags);
 		dev_err(&ndev->ntb->dev, "%s: TQP%d: DMA copies of the last session still pending: not started\n",
 			ndev->name, tqp->id);
 		return;
 	}
-	spin_lock_irqsave(&tqp->tx_lock, flags);
 	tqp->rx_post = base;
 	tqp->rx_cons = base;
 	tqp->rx_published = base;
@@ -306,6 +312,38 @@ static void tqp_unmap_slot(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s)
 	ntrdma_tqp_unmap(tqp, &s->maps);
 }
 
+/* A copy (a send's slot, a placement) the stop gives up on. */
+void ntrdma_tqp_abandon_one(struct ntrdma_tqp *tqp)
+{
+	lockdep_assert_held(&tqp->tx_lock);
+	tqp->abandoned++;
+	atomic_inc(&tqp->ndev->copies_abandoned);
+}
+
+/* ...is done at last: the device may be gone (an orphan TQP). */
+void ntrdma_tqp_abandoned_done(struct ntrdma_tqp *tqp)
+{
+	lockdep_assert_held(&tqp->tx_lock);
+	tqp->abandoned--;
+	if (!tqp->orphan)
+		atomic_dec(&tqp->ndev->copies_abandoned);
+}
+
+/*
+ * A DMA callback's last touch of @tqp: one copy fewer on the channel; the
+ * last wakes a stop (@wake: wake a fence anyway). Under tx_lock, so that
+ * ntrdma_tqp_destroy() never frees a TQP a callback still uses.
+ */
+void ntrdma_tqp_copy_retired(struct ntrdma_tqp *tqp, bool wake)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	if (atomic_dec_and_test(&tqp->dma_inflight) || wake)
+		wake_up(&tqp->dma_wait);
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+}
+
 /* How long a stop waits for the channel to finish this TQP's copies. */
 #define TQP_STOP_WAIT	(10 * HZ)
 
@@ -315,9 +353,11 @@ static void tqp_unmap_slot(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s)
  * senders are told now (-EIO) and may free those pages: a late read of a
  * freed page harms nothing. What the channel itself still uses stays: the
  * mappings (until each late completion), the slots, the staged
- * completions and the TQP (ntrdma_tqp_destroy() keeps them), and the TQP
- * does not start again until they are done. Never terminate the channel:
- * it is shared, and other queues' copies would be dropped unreported.
+ * completions and the TQP (ntrdma_tqp_destroy() keeps them), and the
+ * device accepts no new session until they are done (copies_abandoned:
+ * the peer takes one as proof that nothing of ours writes its pages).
+ * Never terminate the channel here: it is shared, and other queues' copies
+ * would be dropped unreported (ntrdma_dma_fini() does, once all are gone).
  */
 static void tqp_abandon(struct ntrdma_tqp *tqp)
 {
@@ -339,12 +379,18 @@ static void tqp_abandon(struct ntrdma_tqp *tqp)
 		if (cookie && !s->tail) {
 			s->cookie = NULL;
 			s->abandoned = true;
+			ntrdma_tqp_abandon_one(tqp);
 		}
 		spin_unlock_irqrestore(&tqp->tx_lock, flags);
 		if (cookie && !s->tail)
 			tqp->ops->send_done(tqp->ctx, cookie, len, -EIO);
 	}
 	ntrdma_place_abandon(tqp);
+	/* Senders were told; late completions wake nobody (a face may go). */
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	tqp->dma_wake = false;
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+	wake_up(&tqp->dma_wait);	/* a fence stops waiting */
 }
 
 /*
@@ -658,9 +704,9 @@ static void tqp_dma_done(void *arg, const struct dmaengine_result *res)
 	if (s->abandoned) {
 		/* Reported at stop already: only its mappings were left. */
 		s->abandoned = false;
+		ntrdma_tqp_abandoned_done(tqp);
 		spin_unlock_irqrestore(&tqp->tx_lock, flags);
-		if (atomic_dec_and_test(&tqp->dma_inflight))
-			wake_up(&tqp->dma_wait);
+		ntrdma_tqp_copy_retired(tqp, false);
 		return;
 	}
 	cookie = s->cookie;
@@ -681,8 +727,7 @@ static void tqp_dma_done(void *arg, const struct dmaengine_result *res)
 	tqp->ops->send_done(tqp->ctx, cookie, len, status);
 	if (wake)
 		tqp->ops->tx_space(tqp->ctx);
-	if (atomic_dec_and_test(&tqp->dma_inflight))
-		wake_up(&tqp->dma_wait);
+	ntrdma_tqp_copy_retired(tqp, false);
 }
 
 /*

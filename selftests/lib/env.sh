@@ -102,3 +102,7 @@ ntb_dma_refuse() {
 		echo "$2" > "$NTB_HW_PARAMS/fail_submit_every"
 }
 ntb_dma_refused() { cat "$NTB_HW_PARAMS/refused"; }
+# ntb_dma_stall 1|0: the emulated engine starts no copy while 1 (a hung
+# engine); ntb_dma_can_stall: the parameter exists.
+ntb_dma_can_stall() { [ -e "$NTB_HW_PARAMS/stall" ]; }
+ntb_dma_stall() { echo "$1" > "$NTB_HW_PARAMS/stall"; }
