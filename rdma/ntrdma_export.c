@@ -117,9 +117,12 @@ static u64 export_page_dma(struct ntrdma_mr *mr, u64 j)
 	return mr->export_dma[byte >> PAGE_SHIFT] + (byte & ~PAGE_MASK);
 }
 
-/* Send the MR's export in chunks; the list pages go through @list. */
+/*
+ * Send the MR's export in chunks, into @session only; the list pages go
+ * through @list.
+ */
 static int export_send(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
-		       u64 *list, dma_addr_t list_dma)
+		       u64 *list, dma_addr_t list_dma, u32 session)
 {
 	struct ntrdma_wire_mr_export e = {
 		.key = mr->key,
@@ -147,14 +150,19 @@ static int export_send(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 			list[i] = export_page_dma(mr, e.first + i);
 		dma_sync_single_for_device(dev, list_dma, PAGE_SIZE,
 					   DMA_TO_DEVICE);
-		rc = ntrdma_cmd_call(nib->ndev, NTRDMA_CMD_MR_EXPORT, &e,
-				     sizeof(e), NULL, 0, NULL,
-				     NTRDMA_CMD_TIMEOUT_MS);
+		rc = ntrdma_cmd_call_in(nib->ndev, session,
+					NTRDMA_CMD_MR_EXPORT, &e, sizeof(e),
+					NTRDMA_CMD_TIMEOUT_MS);
 	}
 	return rc;
 }
 
-/* Export @mr in the running session @session: 0 when the peer has it. */
+/*
+ * Export @mr in the running session @session: 0 when the peer has it. A
+ * failed export may have reached the peer all the same (an answer lost to
+ * a timeout, a signal or the session's end): it is recorded as @session's
+ * either way, so that dereg revokes it or waits for the peer to leave.
+ */
 static int export_mr_locked(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 			    u32 session)
 {
@@ -176,17 +184,15 @@ static int export_mr_locked(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 		free_page((unsigned long)list);
 		return -ENOMEM;
 	}
-	rc = export_send(nib, mr, list, list_dma);
+	rc = export_send(nib, mr, list, list_dma, session);
 	dma_unmap_single(dev, list_dma, PAGE_SIZE, DMA_TO_DEVICE);
 	free_page((unsigned long)list);
-	if (rc)
-		return rc;
 	if (!mr->export_session) {
 		refcount_inc(&mr->refs);	/* the export's */
 		list_add_tail(&mr->export_link, &nib->exp->mrs);
 	}
 	mr->export_session = session;
-	return 0;
+	return rc;
 }
 
 /* The export of @mr is over everywhere: its reference goes. */
@@ -313,8 +319,9 @@ bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 	done = false;
 	if (mr->export_session != ntrdma_link_session(nib->ndev))
 		goto out;
-	rc = ntrdma_cmd_call(nib->ndev, NTRDMA_CMD_MR_REVOKE, &r, sizeof(r),
-			     NULL, 0, NULL, NTRDMA_CMD_TIMEOUT_MS);
+	rc = ntrdma_cmd_call_in(nib->ndev, mr->export_session,
+				NTRDMA_CMD_MR_REVOKE, &r, sizeof(r),
+				NTRDMA_CMD_TIMEOUT_MS);
 	if (!rc) {
 		export_drop(nib, mr);
 		done = true;
@@ -339,8 +346,8 @@ static void export_qp_send(struct ntrdma_ib *nib, struct export_qp_msg *m)
 {
 	int rc;
 
-	rc = ntrdma_cmd_call(nib->ndev, NTRDMA_CMD_QP_EXPORT, &m->q,
-			     sizeof(m->q), NULL, 0, NULL, NTRDMA_CMD_TIMEOUT_MS);
+	rc = ntrdma_cmd_call_in(nib->ndev, m->session, NTRDMA_CMD_QP_EXPORT,
+				&m->q, sizeof(m->q), NTRDMA_CMD_TIMEOUT_MS);
 	if (m->q.up)
 		return;
 	if (!rc)

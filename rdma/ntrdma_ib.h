@@ -101,6 +101,7 @@ struct ntrdma_ib {
 	spinlock_t place_lock;		/* placements vs. revocations */
 	struct xarray rmr_xa;		/* key index -> the peer's MR */
 	struct xarray rqp_xa;		/* peer QPN -> the peer's QP */
+	u32 rqp_count;			/* its entries (rmr_lock) */
 	atomic_t rmr_pages;
 	struct ntrdma_export *exp;
 	/*
@@ -238,6 +239,7 @@ struct ntrdma_swqe {
 	bool direct;		/* WRITE: placed directly (ntrdma_rmr.c) */
 	bool placing;		/* ...by the DMA channel: done at seg_end */
 	bool skipped;		/* its first segment says NTRDMA_VX_SKIPPED */
+	u16 skip_lo;		/* ...and this (ntrdma_vx_hdr) */
 	bool inv_local;		/* READ_WITH_INV: w.imm_data is the sink key */
 	struct ntrdma_sink *sink;	/* READ: its pages, mapped for the peer */
 	int status;		/* its completion status */
@@ -347,6 +349,8 @@ struct ntrdma_qp {
 	struct ntrdma_swqe *swq;	/* shadow of the SQ ring */
 	u32 place_scan;			/* WQEs before it are done */
 	bool req_skipped;		/* msns the responder will not see */
+	u32 req_skip_from;		/* ...from this one on */
+	bool req_failed;		/* a WQE ended in error: start no more */
 	u32 sq_fetched;			/* WQEs copied into swq */
 	u32 sq_send;			/* the WQE being sent */
 	u32 req_msn;			/* msn of the next fetched WQE */

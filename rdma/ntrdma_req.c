@@ -232,6 +232,17 @@ static int req_invalidate_sink(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 }
 
 /*
+ * @w ends with error @status: it completes in its turn and the QP enters
+ * ERR then; meanwhile no later WQE starts (its effects would be seen at
+ * the peer while it completes here flushed).
+ */
+static void req_error(struct ntrdma_qp *qp, struct ntrdma_swqe *w, int status)
+{
+	w->status = status;
+	qp->req_failed = true;
+}
+
+/*
  * A WQE placed by the DMA channel is complete once its copies are: then
  * its source pages may be reused (a failed copy fails it).
  */
@@ -240,7 +251,7 @@ static bool req_placed(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	if (!ntrdma_vx_pool_wait(qp, w->seg_end))
 		return false;
 	if (!w->status && ntrdma_vx_place_failed(qp))
-		w->status = IB_WC_GENERAL_ERR;
+		req_error(qp, w, IB_WC_GENERAL_ERR);
 	w->placing = false;
 	return true;
 }
@@ -297,7 +308,7 @@ static void req_fail(struct ntrdma_qp *qp, u32 idx, int status)
 
 	if (is_rd_atomic(w->w.opcode) && w->started && !w->done)
 		qp->rd_out--;
-	w->status = status;
+	req_error(qp, w, status);
 	w->done = true;
 	ibdev_info_ratelimited(qp->ibqp.device,
 			       "QP %u: WQE %u (opcode %d) failed: %s\n",
@@ -389,14 +400,26 @@ static int req_place(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	rc = ntrdma_place_write(qp, w);
 	if (rc == -EACCES || rc == -EFAULT) {
 		/* its export went away half-way: as a remote access error */
-		w->status = rc == -EACCES ? IB_WC_REM_ACCESS_ERR :
-					    IB_WC_LOC_PROT_ERR;
+		req_error(qp, w, rc == -EACCES ? IB_WC_REM_ACCESS_ERR :
+						 IB_WC_LOC_PROT_ERR);
 		w->done = true;
 		return 1;
 	}
 	if (!rc)
 		ntrdma_hw_add(qp, NTRDMA_HW_PLACED_WRITES, 1);
 	return rc;
+}
+
+/*
+ * @w's msn never reaches the responder (a placed WRITE, a pulled READ, a
+ * local operation): the next request's first segment says where the run
+ * of such msns began, and the responder moves past them only from there.
+ */
+static void req_skip(struct ntrdma_qp *qp, const struct ntrdma_swqe *w)
+{
+	if (!qp->req_skipped)
+		qp->req_skip_from = w->msn;
+	qp->req_skipped = true;
 }
 
 /* A plain WRITE, placed, is complete: the responder never hears of it. */
@@ -406,7 +429,7 @@ static int req_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 
 	if (!rc) {
 		w->done = true;
-		qp->req_skipped = true;	/* its msn never reaches the responder */
+		req_skip(qp, w);
 	}
 	return rc == 1 ? 0 : rc;
 }
@@ -419,7 +442,7 @@ static void req_local_op(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 
 	if (w->w.opcode == IB_WR_BIND_MW) {
 		if (ntrdma_mw_bind(qp, &w->w))
-			w->status = IB_WC_MW_BIND_ERR;
+			req_error(qp, w, IB_WC_MW_BIND_ERR);
 		goto done;
 	}
 	if (w->w.opcode == IB_WR_REG_MR)
@@ -429,10 +452,10 @@ static void req_local_op(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	else
 		rc = ntrdma_mr_local_inv(nib, qp->ibqp.pd, w->w.rkey);
 	if (rc)
-		w->status = IB_WC_LOC_QP_OP_ERR;
+		req_error(qp, w, IB_WC_LOC_QP_OP_ERR);
 done:
 	w->done = true;
-	qp->req_skipped = true;	/* its msn never reaches the responder */
+	req_skip(qp, w);
 }
 
 /*
@@ -441,8 +464,11 @@ done:
  */
 static u8 req_first_flags(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
-	if (qp->req_skipped) {
+	/* not a resend from before the run (a rewind) */
+	if (qp->req_skipped &&
+	    ntrdma_vx_msn_diff(w->msn, qp->req_skip_from) > 0) {
 		w->skipped = true;
+		w->skip_lo = qp->req_skip_from;
 		qp->req_skipped = false;
 	}
 	return NTRDMA_VX_FIRST | (w->skipped ? NTRDMA_VX_SKIPPED : 0);
@@ -461,14 +487,14 @@ static int req_pull(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		return -EAGAIN;
 	rc = ntrdma_pull_read(qp, w);
 	if (rc == -EFAULT) {
-		w->status = IB_WC_LOC_PROT_ERR;
+		req_error(qp, w, IB_WC_LOC_PROT_ERR);
 		rc = 0;
 	}
 	if (!rc) {
 		w->rcvd = w->len;
 		w->done = true;
 		qp->rd_out--;
-		qp->req_skipped = true;	/* its msn never reaches the responder */
+		req_skip(qp, w);
 		ntrdma_hw_add(qp, NTRDMA_HW_PULLED_READS, 1);
 	}
 	return rc;
@@ -613,6 +639,8 @@ static int req_send_wqe(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	if (n != -EAGAIN)
 		return n;
 	first = req_first_flags(qp, w);
+	if (first & NTRDMA_VX_SKIPPED)
+		h.skip_lo = w->skip_lo;
 	switch (w->w.opcode) {
 	case IB_WR_RDMA_READ:
 	case IB_WR_ATOMIC_FETCH_AND_ADD:
@@ -704,8 +732,12 @@ static void req_tx(struct ntrdma_qp *qp)
 	limit = max_t(u32, qp->max_rd_atomic, 1);
 	while (qp->sq_send != qp->sq_fetched) {
 		w = swqe(qp, qp->sq_send);
+		if (w->started && w->done) {
+			qp->sq_send++;	/* a local operation, before a rewind */
+			continue;
+		}
 		if (!w->started) {
-			if (qp->state == IB_QPS_SQD)
+			if (qp->state == IB_QPS_SQD || qp->req_failed)
 				break;
 			if (is_rd_atomic(w->w.opcode) && qp->rd_out >= limit)
 				break;
@@ -713,7 +745,7 @@ static void req_tx(struct ntrdma_qp *qp)
 			if (rc) {
 				ntrdma_hw_add(qp, NTRDMA_HW_LOCAL_ERR, 1);
 				/* Completes in order, then the QP fails. */
-				w->status = rc;
+				req_error(qp, w, rc);
 				w->out = true;
 				w->done = true;
 				qp->sq_send++;
@@ -735,7 +767,7 @@ static void req_tx(struct ntrdma_qp *qp)
 		if (rc) {
 			/* -ENOLINK, -EPROTO: the link-down flush follows. */
 			if (rc != -ENOLINK && rc != -EPROTO) {
-				w->status = IB_WC_LOC_PROT_ERR;
+				req_error(qp, w, IB_WC_LOC_PROT_ERR);
 				w->out = true;
 				w->done = true;
 				qp->sq_send++;
@@ -787,6 +819,7 @@ void ntrdma_req_reset(struct ntrdma_qp *qp)
 {
 	qp->req_msn = qp->sq_psn & NTRDMA_VX_MSN_MASK;
 	qp->req_skipped = false;
+	qp->req_failed = false;
 	qp->place_scan = qp->sq.kpos;
 	qp->retry_left = qp->retry_cnt;
 	qp->no_qp_left = qp->retry_cnt;
@@ -834,7 +867,8 @@ static void req_rewind(struct ntrdma_qp *qp, u32 idx, unsigned long delay)
 
 	for (i = idx; i != qp->sq_fetched; i++) {
 		w = swqe(qp, i);
-		if (!w->started)
+		/* a local operation ran once: not again */
+		if (!w->started || w->done)
 			continue;
 		if (is_rd_atomic(w->w.opcode) && !w->done)
 			qp->rd_out--;
@@ -966,7 +1000,7 @@ static int req_rx_read_resp(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
 	}
 	req_ack_before(qp, idx);
 	if (ntrdma_rsge_scatter(w->sge, w->nsge, h->offset, payload, len)) {
-		w->status = IB_WC_LOC_PROT_ERR;
+		req_error(qp, w, IB_WC_LOC_PROT_ERR);
 		w->done = true;
 		qp->rd_out--;
 		return 0;
@@ -988,7 +1022,7 @@ static int req_rx_atomic_resp(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
 		return -EINVAL;
 	req_ack_before(qp, idx);
 	if (ntrdma_rsge_scatter(w->sge, w->nsge, 0, &h->cmp_add, 8))
-		w->status = IB_WC_LOC_PROT_ERR;
+		req_error(qp, w, IB_WC_LOC_PROT_ERR);
 	w->done = true;
 	qp->rd_out--;
 	return 0;

@@ -392,13 +392,16 @@ static int resp_invalidate(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
  * The segment's msn is the one expected; or, on a message's first segment
  * flagged NTRDMA_VX_SKIPPED, a later one: the messages between were WRITEs
  * the requester placed directly or its local operations, never sent here.
+ * Only when the run of skipped msns starts at the one expected: else a
+ * message before the run is still to come (NAKed, to be sent again).
  */
 static bool resp_msn_ok(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 {
 	if (h->msn == qp->resp_msn)
 		return true;
 	if (!(h->flags & NTRDMA_VX_SKIPPED) || qp->rcv_busy ||
-	    ntrdma_vx_msn_diff(h->msn, qp->resp_msn) <= 0)
+	    ntrdma_vx_msn_diff(h->msn, qp->resp_msn) <= 0 ||
+	    h->skip_lo != (u16)qp->resp_msn)
 		return false;
 	qp->resp_msn = h->msn;
 	return true;
@@ -544,6 +547,20 @@ static void resp_drop(struct ntrdma_rsp *r)
 }
 
 /*
+ * An answer whose data the responder could not read (its MR has no page
+ * there: a DMA or fast-reg MR of memory we cannot map) becomes a remote
+ * operational error NAK; the QP enters ERR once it is sent.
+ */
+static void resp_fault(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
+{
+	r->kind = NTRDMA_RSP_ACK;
+	r->syndrome = NTRDMA_VX_SYN_OP_ERR;
+	qp->resp_fatal = true;
+	qp->resp_event = IB_EVENT_QP_FATAL;
+	ntrdma_hw_add(qp, NTRDMA_HW_NAK_SENT, 1);
+}
+
+/*
  * Send what the responder owes, in order: 0 when all went out, negative
  * when the transport is full (the QP waits for its wake-up). A fatal NAK
  * puts the QP in ERR once sent.
@@ -587,6 +604,10 @@ int ntrdma_resp_tx(struct ntrdma_qp *qp)
 		if (n < 0 && n != -EFAULT)
 			return n;	/* link gone: the flush follows */
 		resp_drop(r);
+		if (n == -EFAULT && r->kind != NTRDMA_RSP_ACK) {
+			resp_fault(qp, r);	/* sent next, in its place */
+			continue;
+		}
 		qp->rsp_head++;
 	}
 	if (qp->resp_fatal) {

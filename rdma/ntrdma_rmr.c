@@ -221,12 +221,17 @@ static int rqp_export(struct ntrdma_ib *nib, const void *req, u16 len)
 	struct ntrdma_rqp *rqp = NULL, *old;
 	bool drained;
 
+	lockdep_assert_held(&nib->rmr_lock);
 	if (len < sizeof(q))
 		return -EINVAL;
 	memcpy(&q, req, sizeof(q));
 	if (ntrdma_wire_check_qp_export(&q))
 		return -EINVAL;
 	if (q.up) {
+		/* no more entries than the peer can have QPs */
+		if (nib->rqp_count >= NTRDMA_MAX_QP &&
+		    !xa_load(&nib->rqp_xa, q.qpn))
+			return -ENOSPC;
 		rqp = kzalloc(sizeof(*rqp), GFP_KERNEL);
 		if (!rqp)
 			return -ENOMEM;
@@ -242,8 +247,11 @@ static int rqp_export(struct ntrdma_ib *nib, const void *req, u16 len)
 	} else {
 		old = xa_erase(&nib->rqp_xa, q.qpn);
 	}
-	if (!old)
+	if (!old) {
+		nib->rqp_count += !!rqp;
 		return 0;
+	}
+	nib->rqp_count -= !rqp;
 	drained = rmr_drain(nib);
 	kfree(old);
 	return drained ? 0 : -EIO;
@@ -351,6 +359,7 @@ void ntrdma_rmr_clear(struct ntrdma_ib *nib)
 		rmr_drain(nib);
 		kfree(rqp);
 	}
+	nib->rqp_count = 0;
 	mutex_unlock(&nib->rmr_lock);
 }
 

@@ -207,7 +207,9 @@ void ntrdma_ud_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	int st;
 
 	spin_lock_irqsave(&qp->sq_lock, flags);
-	if (h->rkey != qp->qkey) {
+	/* the state again, under the lock: ERR or destroy may have come */
+	if ((qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS &&
+	     qp->state != IB_QPS_SQD) || h->rkey != qp->qkey) {
 		ntrdma_hw_add(qp, NTRDMA_HW_UD_DROPPED, 1);
 		goto out;
 	}

@@ -97,8 +97,18 @@ enum ntrdma_vx_syn {
 struct ntrdma_vx_hdr {
 	u8 op;
 	u8 flags;
-	u8 syndrome;		/* ACK */
-	u8 rnr_timer;		/* ACK with SYN_RNR: IB encoding 0..31 */
+	union {
+		struct {
+			u8 syndrome;	/* ACK */
+			u8 rnr_timer;	/* ACK with SYN_RNR: IB encoding 0..31 */
+		};
+		/*
+		 * A request's first segment with NTRDMA_VX_SKIPPED: the low
+		 * 16 bits of the first msn skipped (a requester has fewer
+		 * WQEs outstanding than that: they name it).
+		 */
+		u16 skip_lo;
+	};
 	u32 src_qpn;
 	u32 dst_qpn;
 	u32 msn;

@@ -321,6 +321,11 @@ static bool cmd_room(struct ntrdma_cmd *c)
 	       NTRDMA_CMD_RING;
 }
 
+/* ntrdma_cmd_call(), into session @session only when it is not 0. */
+static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
+		    const void *req, u16 len, void *rsp, u16 rsp_cap,
+		    u16 *rsp_len, unsigned int timeout_ms);
+
 /**
  * ntrdma_cmd_call() - send a request to the peer and wait for its answer
  * @ndev: the device
@@ -341,6 +346,37 @@ static bool cmd_room(struct ntrdma_cmd *c)
 int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
 		    void *rsp, u16 rsp_cap, u16 *rsp_len,
 		    unsigned int timeout_ms)
+{
+	return cmd_call(ndev, 0, op, req, len, rsp, rsp_cap, rsp_len,
+			timeout_ms);
+}
+
+/**
+ * ntrdma_cmd_call_in() - ntrdma_cmd_call() into one session only
+ * @ndev: the device
+ * @session: the session (ntrdma_link_session()) the request must go to
+ * @op: the request's op
+ * @req: the request's data
+ * @len: its length, at most NTRDMA_CMD_DATA
+ * @timeout_ms: how long to wait for the answer (which has no data)
+ *
+ * For a request whose effect at the peer the caller records per session
+ * (an export): it is never delivered into a later session than @session.
+ *
+ * Return: as ntrdma_cmd_call(); -ENOLINK also when another session runs.
+ */
+int ntrdma_cmd_call_in(struct ntrdma_dev *ndev, u32 session, u16 op,
+		       const void *req, u16 len, unsigned int timeout_ms)
+{
+	if (!session)
+		return -ENOLINK;
+	return cmd_call(ndev, session, op, req, len, NULL, 0, NULL,
+			timeout_ms);
+}
+
+static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
+		    const void *req, u16 len, void *rsp, u16 rsp_cap,
+		    u16 *rsp_len, unsigned int timeout_ms)
 {
 	struct ntrdma_cmd *c = &ndev->cmd;
 	/* The current tick is partly gone: one more waits >= @timeout_ms. */
@@ -365,7 +401,9 @@ int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
 	/* A free slot: fewer than RING requests unanswered. */
 	for (;;) {
 		spin_lock_irqsave(&c->lock, flags);
-		if (!c->active) {
+		/* While active, ndev->session is the running session. */
+		if (!c->active ||
+		    (session && READ_ONCE(ndev->session) != session)) {
 			rc = -ENOLINK;
 			goto out_unlock;
 		}

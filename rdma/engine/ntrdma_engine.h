@@ -122,6 +122,8 @@ void ntrdma_cmd_unregister(struct ntrdma_dev *ndev, u16 op);
 int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
 		    void *rsp, u16 rsp_cap, u16 *rsp_len,
 		    unsigned int timeout_ms);
+int ntrdma_cmd_call_in(struct ntrdma_dev *ndev, u32 session, u16 op,
+		       const void *req, u16 len, unsigned int timeout_ms);
 
 /* ---- transport queue pairs (ntrdma_tqp.c) ---- */
 
