@@ -350,7 +350,8 @@ struct ntrdma_qp {
 	u32 place_scan;			/* WQEs before it are done */
 	bool req_skipped;		/* msns the responder will not see */
 	u32 req_skip_from;		/* ...from this one on */
-	bool req_failed;		/* a WQE ended in error: start no more */
+	bool req_failed;		/* a WQE ended in error: none after */
+	u32 req_fail_msn;		/* ...it starts (the first such) */
 	u32 sq_fetched;			/* WQEs copied into swq */
 	u32 sq_send;			/* the WQE being sent */
 	u32 req_msn;			/* msn of the next fetched WQE */

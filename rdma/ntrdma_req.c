@@ -239,7 +239,17 @@ static int req_invalidate_sink(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 static void req_error(struct ntrdma_qp *qp, struct ntrdma_swqe *w, int status)
 {
 	w->status = status;
+	if (!qp->req_failed ||
+	    ntrdma_vx_msn_diff(w->msn, qp->req_fail_msn) < 0)
+		qp->req_fail_msn = w->msn;
 	qp->req_failed = true;
+}
+
+/* @w comes after a WQE that ended in error: it does not start. */
+static bool req_after_error(struct ntrdma_qp *qp, const struct ntrdma_swqe *w)
+{
+	return qp->req_failed &&
+	       ntrdma_vx_msn_diff(w->msn, qp->req_fail_msn) > 0;
 }
 
 /*
@@ -732,12 +742,13 @@ static void req_tx(struct ntrdma_qp *qp)
 	limit = max_t(u32, qp->max_rd_atomic, 1);
 	while (qp->sq_send != qp->sq_fetched) {
 		w = swqe(qp, qp->sq_send);
-		if (w->started && w->done) {
-			qp->sq_send++;	/* a local operation, before a rewind */
+		if (w->done) {
+			/* ran before a rewind: a local operation, an error */
+			qp->sq_send++;
 			continue;
 		}
 		if (!w->started) {
-			if (qp->state == IB_QPS_SQD || qp->req_failed)
+			if (qp->state == IB_QPS_SQD || req_after_error(qp, w))
 				break;
 			if (is_rd_atomic(w->w.opcode) && qp->rd_out >= limit)
 				break;

@@ -7,7 +7,8 @@
 // the window's range and access bound every remote access, a window key is
 // no lkey, binds that break the rules complete MW_BIND_ERR, a bound type 2
 // window is not bound again, an MR with a bound window is not deregistered
-// (EBUSY), and unbinding (type 1) or invalidating (type 2) takes effect.
+// (EBUSY), and unbinding (type 1) or invalidating (type 2) takes effect;
+// SENDs around a bind keep their order when the first is NAKed (RNR).
 #include "verbs_datapath.hpp"
 
 namespace ntv {
@@ -199,6 +200,57 @@ TEST_F(Mw, Type2BindInvalidateRebind) {
     EXPECT_EQ(Access(IBV_WR_RDMA_WRITE, k2, 0, 64), IBV_WC_SUCCESS);
     EXPECT_EQ(Bind2(mw, ibv_inc_rkey(k2), mr_, 0, 64, IBV_ACCESS_REMOTE_WRITE), IBV_WC_MW_BIND_ERR)
         << "a bound type 2 window was bound again";
+}
+
+// Two SENDs with a type 2 bind between them: the bind is a local operation
+// whose message number never reaches the responder (the second SEND says
+// where the skipped run starts). The first SEND finds no receive (RNR NAK)
+// and is sent again; the second must not overtake it, and the bind must
+// not run twice. Both arrive, in order, and all three complete in order.
+TEST_F(Mw, SendsAroundABindStayInOrderAfterAnRnr) {
+    ibv_mw* mw = AllocMw(IBV_MW_TYPE_2);
+    ASSERT_NE(mw, nullptr);
+    Buf* out = Reg(b_, 128, kLocal);
+    Buf* in = Reg(a_, 128, kLocal);
+    ASSERT_FALSE(HasFailure());
+    Fill(out->p(), 128, 9);
+    Wr first;
+    first.wr_id = 1;
+    first.sge = {out->sge(0, 64)};
+    Wr second = first;
+    second.wr_id = 3;
+    second.sge = {out->sge(64, 64)};
+    ibv_send_wr bind{};
+    ibv_send_wr* bad = nullptr;
+    bind.wr_id = 2;
+    bind.opcode = IBV_WR_BIND_MW;
+    bind.send_flags = IBV_SEND_SIGNALED;
+    bind.bind_mw.mw = mw;
+    bind.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+    bind.bind_mw.bind_info.mr = mr_->mr;
+    bind.bind_mw.bind_info.addr = mr_->addr(0);
+    bind.bind_mw.bind_info.length = kLen;
+    bind.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    ASSERT_EQ(Post(c_.b, first), 0);
+    ASSERT_EQ(ibv_post_send(c_.b, &bind, &bad), 0);
+    ASSERT_EQ(Post(c_.b, second), 0);
+    EXPECT_EQ(Drain(b_.scq, 200).size(), 0u) << "completed before any receive was posted";
+    ASSERT_EQ(PostRecv(c_.a, 11, {in->sge(0, 64)}), 0);
+    ASSERT_EQ(PostRecv(c_.a, 12, {in->sge(64, 64)}), 0);
+    std::vector<ibv_wc> s = PollCq(b_.scq, 3);
+    ASSERT_EQ(s.size(), 3u) << "the requester did not complete all three";
+    for (size_t i = 0; i < s.size(); i++) {
+        EXPECT_EQ(s[i].status, IBV_WC_SUCCESS) << WcStr(s[i]);
+        EXPECT_EQ(s[i].wr_id, i + 1) << "completed out of order";
+    }
+    std::vector<ibv_wc> r = PollCq(a_.rcq, 2);
+    ASSERT_EQ(r.size(), 2u) << "a SEND never arrived";
+    for (size_t i = 0; i < r.size(); i++) {
+        EXPECT_EQ(r[i].status, IBV_WC_SUCCESS) << WcStr(r[i]);
+        EXPECT_EQ(r[i].wr_id, 11 + i);
+        EXPECT_EQ(r[i].byte_len, 64u);
+    }
+    EXPECT_EQ(FirstDiff(out->p(), in->p(), 128), -1) << "the SENDs arrived out of order";
 }
 
 // A type 2 window is reached only through the QP it was bound through.

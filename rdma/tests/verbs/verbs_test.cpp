@@ -1642,6 +1642,42 @@ TEST_F(DataPath, RnrRetryExceeded) {
     ASSERT_NO_FATAL_FAILURE(ExpectRequesterError(c, IBV_WC_RNR_RETRY_EXC_ERR, 5));
 }
 
+// A SEND that fails here (an lkey nobody registered) behind one waiting for
+// a receive (RNR NAKs): the SEND after it never reaches the peer. The
+// requester completes the first, then the error, and flushes the last.
+TEST_F(DataPath, NothingAfterALocalErrorReachesThePeer) {
+    Conn c = Connect();
+    Buf* src = Reg(a_, 192, kLocal);
+    Buf* dst = Reg(b_, 192, kLocal);
+    ASSERT_FALSE(HasFailure());
+    Fill(src->p(), 192, 5);
+    Wr first;
+    first.wr_id = 1;
+    first.sge = {src->sge(0, 64)};
+    Wr bad = first;
+    bad.wr_id = 2;
+    bad.sge = {src->sge(64, 64)};
+    bad.sge[0].lkey ^= 0x80;  // another tag: no such key
+    Wr last = first;
+    last.wr_id = 3;
+    last.sge = {src->sge(128, 64)};
+    ASSERT_EQ(PostChain(c.a, {first, bad, last}), 0);
+    EXPECT_EQ(Drain(a_.scq, 200).size(), 0u) << "completed with no receive posted";
+    for (uint64_t i = 0; i < 3; i++) {
+        ASSERT_EQ(PostRecv(c.b, 11 + i, {dst->sge(64 * i, 64)}), 0);
+    }
+    std::vector<ibv_wc> s = PollCq(a_.scq, 3);
+    ASSERT_EQ(s.size(), 3u);
+    EXPECT_EQ(s[0].status, IBV_WC_SUCCESS) << WcStr(s[0]);
+    EXPECT_EQ(s[1].status, IBV_WC_LOC_PROT_ERR) << WcStr(s[1]);
+    EXPECT_EQ(s[2].status, IBV_WC_WR_FLUSH_ERR) << WcStr(s[2]);
+    std::vector<ibv_wc> r = Drain(b_.rcq, 500);
+    ASSERT_EQ(r.size(), 1u) << "a SEND after the failed one reached the peer";
+    EXPECT_EQ(r[0].wr_id, 11u);
+    EXPECT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
+    EXPECT_EQ(FirstDiff(src->p(), dst->p(), 64), -1);
+}
+
 // ---- the local ACK timeout and peers that take nothing ----
 
 class AckTimeout : public DataPath {
