@@ -330,9 +330,36 @@ static void resp_read(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 }
 
 /* First segment of a SEND or WRITE: 0 to go on, else it was answered. */
+static bool resp_needs_wqe(const struct ntrdma_vx_hdr *h)
+{
+	return h->op == NTRDMA_VX_SEND || (h->flags & NTRDMA_VX_IMM);
+}
+
+/*
+ * A message's first segment while it is being received: the requester
+ * sends it again from its start (a rewind). The receive WQE it took stays
+ * for it (it was consumed: dropping it would lose it without a
+ * completion); anything else is a broken requester: the WQE completes in
+ * error and the QP fails. 0 to go on with the message.
+ */
+static int resp_restart(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+{
+	if (qp->wr_mr) {
+		ntrdma_mr_put(qp->wr_mr);
+		qp->wr_mr = NULL;
+	}
+	qp->rcv_busy = false;
+	if (!qp->rcv_wqe || (h->op == qp->rcv_op && resp_needs_wqe(h)))
+		return 0;
+	resp_complete_rcv(qp, h, IB_WC_REM_INV_REQ_ERR);
+	ntrdma_resp_release_rcv(qp);
+	resp_nak(qp, h->msn, NTRDMA_VX_SYN_INV_REQ, IB_EVENT_QP_REQ_ERR);
+	return -EINVAL;
+}
+
 static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 {
-	bool need_wqe = h->op == NTRDMA_VX_SEND || (h->flags & NTRDMA_VX_IMM);
+	bool need_wqe = resp_needs_wqe(h);
 	int st;
 
 	if (h->op == NTRDMA_VX_WRITE) {
@@ -345,7 +372,8 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 		}
 	}
 	if (need_wqe) {
-		st = ntrdma_resp_take_wqe(qp);
+		/* a restarted message keeps the WQE it took */
+		st = qp->rcv_wqe ? 0 : ntrdma_resp_take_wqe(qp);
 		if (st == -EAGAIN) {
 			ntrdma_resp_release_rcv(qp);
 			qp->rnr_naks++;
@@ -434,8 +462,8 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	}
 
 	if (h->flags & NTRDMA_VX_FIRST) {
-		if (qp->rcv_busy)
-			ntrdma_resp_release_rcv(qp);	/* a resent message */
+		if (qp->rcv_busy && resp_restart(qp, h))
+			goto kick;
 		if (resp_first(qp, h))
 			goto kick;
 	} else if (!qp->rcv_busy || qp->rcv_op != h->op ||
