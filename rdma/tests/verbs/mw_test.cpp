@@ -59,11 +59,10 @@ class Mw : public SameDevice {
         return BindStatus();
     }
 
-    // Bind @mw (type 2, IBV_WR_BIND_MW) with key @rkey; the status.
-    ibv_wc_status Bind2(ibv_mw* mw, uint32_t rkey, Buf* mr, size_t off, size_t len,
-                        unsigned access) {
+    // A signalled type 2 bind of @mw with key @rkey (IBV_WR_BIND_MW).
+    static ibv_send_wr Bind2Wr(ibv_mw* mw, uint32_t rkey, Buf* mr, size_t off, size_t len,
+                               unsigned access) {
         ibv_send_wr wr{};
-        ibv_send_wr* bad = nullptr;
         wr.wr_id = 78;
         wr.opcode = IBV_WR_BIND_MW;
         wr.send_flags = IBV_SEND_SIGNALED;
@@ -73,6 +72,14 @@ class Mw : public SameDevice {
         wr.bind_mw.bind_info.addr = mr->addr(off);
         wr.bind_mw.bind_info.length = len;
         wr.bind_mw.bind_info.mw_access_flags = access;
+        return wr;
+    }
+
+    // Bind @mw (type 2) with key @rkey through the responder's QP; the status.
+    ibv_wc_status Bind2(ibv_mw* mw, uint32_t rkey, Buf* mr, size_t off, size_t len,
+                        unsigned access) {
+        ibv_send_wr wr = Bind2Wr(mw, rkey, mr, off, len, access);
+        ibv_send_wr* bad = nullptr;
         EXPECT_EQ(ibv_post_send(c_.b, &wr, &bad), 0);
         return BindStatus();
     }
@@ -220,17 +227,9 @@ TEST_F(Mw, SendsAroundABindStayInOrderAfterAnRnr) {
     Wr second = first;
     second.wr_id = 3;
     second.sge = {out->sge(64, 64)};
-    ibv_send_wr bind{};
+    ibv_send_wr bind = Bind2Wr(mw, ibv_inc_rkey(mw->rkey), mr_, 0, kLen, IBV_ACCESS_REMOTE_WRITE);
     ibv_send_wr* bad = nullptr;
     bind.wr_id = 2;
-    bind.opcode = IBV_WR_BIND_MW;
-    bind.send_flags = IBV_SEND_SIGNALED;
-    bind.bind_mw.mw = mw;
-    bind.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
-    bind.bind_mw.bind_info.mr = mr_->mr;
-    bind.bind_mw.bind_info.addr = mr_->addr(0);
-    bind.bind_mw.bind_info.length = kLen;
-    bind.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
     ASSERT_EQ(Post(c_.b, first), 0);
     ASSERT_EQ(ibv_post_send(c_.b, &bind, &bad), 0);
     ASSERT_EQ(Post(c_.b, second), 0);
