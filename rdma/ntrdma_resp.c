@@ -80,19 +80,24 @@ static void resp_ack(struct ntrdma_qp *qp, u32 msn)
 	resp_new(qp, NTRDMA_RSP_ACK, msn);
 }
 
+/* A fatal NAK is queued: the QP enters ERR (event @ev) once it is sent. */
+static void resp_fatal_nak(struct ntrdma_qp *qp, enum ib_event_type ev)
+{
+	qp->resp_fatal = true;
+	qp->resp_event = ev;
+	ntrdma_hw_add(qp, NTRDMA_HW_NAK_SENT, 1);
+}
+
 /* Refuse message @msn; fatal ones put the QP in ERR once sent. */
 static void resp_nak(struct ntrdma_qp *qp, u32 msn, u8 syn,
 		     enum ib_event_type ev)
 {
 	struct ntrdma_rsp *r;
 
-	if (syn != NTRDMA_VX_SYN_RNR) {
-		qp->resp_fatal = true;
-		qp->resp_event = ev;
-		ntrdma_hw_add(qp, NTRDMA_HW_NAK_SENT, 1);
-	} else {
+	if (syn != NTRDMA_VX_SYN_RNR)
+		resp_fatal_nak(qp, ev);
+	else
 		ntrdma_hw_add(qp, NTRDMA_HW_RNR_NAK_SENT, 1);
-	}
 	r = resp_new(qp, NTRDMA_RSP_ACK, msn);
 	if (!r)
 		return;
@@ -329,7 +334,6 @@ static void resp_read(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	qp->resp_msn = (qp->resp_msn + 1) & NTRDMA_VX_MSN_MASK;
 }
 
-/* First segment of a SEND or WRITE: 0 to go on, else it was answered. */
 static bool resp_needs_wqe(const struct ntrdma_vx_hdr *h)
 {
 	return h->op == NTRDMA_VX_SEND || (h->flags & NTRDMA_VX_IMM);
@@ -357,6 +361,7 @@ static int resp_restart(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 	return -EINVAL;
 }
 
+/* First segment of a SEND or WRITE: 0 to go on, else it was answered. */
 static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 {
 	bool need_wqe = resp_needs_wqe(h);
@@ -583,9 +588,7 @@ static void resp_fault(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
 {
 	r->kind = NTRDMA_RSP_ACK;
 	r->syndrome = NTRDMA_VX_SYN_OP_ERR;
-	qp->resp_fatal = true;
-	qp->resp_event = IB_EVENT_QP_FATAL;
-	ntrdma_hw_add(qp, NTRDMA_HW_NAK_SENT, 1);
+	resp_fatal_nak(qp, IB_EVENT_QP_FATAL);
 }
 
 /*

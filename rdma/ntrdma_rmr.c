@@ -248,10 +248,12 @@ static int rqp_export(struct ntrdma_ib *nib, const void *req, u16 len)
 		old = xa_erase(&nib->rqp_xa, q.qpn);
 	}
 	if (!old) {
-		nib->rqp_count += !!rqp;
+		if (rqp)
+			nib->rqp_count++;	/* a new entry */
 		return 0;
 	}
-	nib->rqp_count -= !rqp;
+	if (!rqp)
+		nib->rqp_count--;	/* an entry gone */
 	drained = rmr_drain(nib);
 	kfree(old);
 	return drained ? 0 : -EIO;

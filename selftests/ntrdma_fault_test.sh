@@ -242,6 +242,7 @@ fi
 # as proof that nothing of ours still writes its pages), and does once the
 # engine runs again; both faces work after.
 abandoned_count() { dmesg | grep -c 'DMA copies still pending after .*reported as failed'; }
+abandoned_above() { [ "$(abandoned_count)" -gt "$1" ]; }
 stall_at_session_end() {
 	local n0 n1 cli srv held gated
 	n0=$(abandoned_count)
@@ -254,7 +255,7 @@ stall_at_session_end() {
 	ntb_dma_stall 1
 	sleep 2
 	inject B "cqe 0"
-	wait_for 40 sh -c "[ \$(dmesg | grep -c 'DMA copies still pending after .*reported as failed') -gt $n0 ]"
+	wait_for 40 abandoned_above "$n0"
 	n1=$(abandoned_count)
 	sleep 3
 	if link_up; then held=no; else held=yes; fi

@@ -324,58 +324,6 @@ static bool cmd_room(struct ntrdma_cmd *c)
 /* ntrdma_cmd_call(), into session @session only when it is not 0. */
 static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
 		    const void *req, u16 len, void *rsp, u16 rsp_cap,
-		    u16 *rsp_len, unsigned int timeout_ms);
-
-/**
- * ntrdma_cmd_call() - send a request to the peer and wait for its answer
- * @ndev: the device
- * @op: the request's op (enum ntrdma_cmd_op)
- * @req: the request's data
- * @len: its length, at most NTRDMA_CMD_DATA
- * @rsp: where the answer's data goes (may be NULL with @rsp_cap 0)
- * @rsp_cap: room at @rsp
- * @rsp_len: set to the answer's length when not NULL
- * @timeout_ms: how long to wait for the answer
- *
- * Process context; sleeps interruptibly.
- *
- * Return: the peer handler's status (0 or a negative errno), -ENOLINK when
- * there is no session or it ends before the answer, -ETIMEDOUT after
- * @timeout_ms, -EINTR on a signal, -EINVAL for bad arguments.
- */
-int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
-		    void *rsp, u16 rsp_cap, u16 *rsp_len,
-		    unsigned int timeout_ms)
-{
-	return cmd_call(ndev, 0, op, req, len, rsp, rsp_cap, rsp_len,
-			timeout_ms);
-}
-
-/**
- * ntrdma_cmd_call_in() - ntrdma_cmd_call() into one session only
- * @ndev: the device
- * @session: the session (ntrdma_link_session()) the request must go to
- * @op: the request's op
- * @req: the request's data
- * @len: its length, at most NTRDMA_CMD_DATA
- * @timeout_ms: how long to wait for the answer (which has no data)
- *
- * For a request whose effect at the peer the caller records per session
- * (an export): it is never delivered into a later session than @session.
- *
- * Return: as ntrdma_cmd_call(); -ENOLINK also when another session runs.
- */
-int ntrdma_cmd_call_in(struct ntrdma_dev *ndev, u32 session, u16 op,
-		       const void *req, u16 len, unsigned int timeout_ms)
-{
-	if (!session)
-		return -ENOLINK;
-	return cmd_call(ndev, session, op, req, len, NULL, 0, NULL,
-			timeout_ms);
-}
-
-static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
-		    const void *req, u16 len, void *rsp, u16 rsp_cap,
 		    u16 *rsp_len, unsigned int timeout_ms)
 {
 	struct ntrdma_cmd *c = &ndev->cmd;
@@ -461,4 +409,52 @@ out_unlock:
 	spin_unlock_irqrestore(&c->lock, flags);
 	kfree(m);
 	return rc;
+}
+
+/**
+ * ntrdma_cmd_call() - send a request to the peer and wait for its answer
+ * @ndev: the device
+ * @op: the request's op (enum ntrdma_cmd_op)
+ * @req: the request's data
+ * @len: its length, at most NTRDMA_CMD_DATA
+ * @rsp: where the answer's data goes (may be NULL with @rsp_cap 0)
+ * @rsp_cap: room at @rsp
+ * @rsp_len: set to the answer's length when not NULL
+ * @timeout_ms: how long to wait for the answer
+ *
+ * Process context; sleeps interruptibly.
+ *
+ * Return: the peer handler's status (0 or a negative errno), -ENOLINK when
+ * there is no session or it ends before the answer, -ETIMEDOUT after
+ * @timeout_ms, -EINTR on a signal, -EINVAL for bad arguments.
+ */
+int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
+		    void *rsp, u16 rsp_cap, u16 *rsp_len,
+		    unsigned int timeout_ms)
+{
+	return cmd_call(ndev, 0, op, req, len, rsp, rsp_cap, rsp_len,
+			timeout_ms);
+}
+
+/**
+ * ntrdma_cmd_call_in() - ntrdma_cmd_call() into one session only
+ * @ndev: the device
+ * @session: the session (ntrdma_link_session()) the request must go to
+ * @op: the request's op
+ * @req: the request's data
+ * @len: its length, at most NTRDMA_CMD_DATA
+ * @timeout_ms: how long to wait for the answer (which has no data)
+ *
+ * For a request whose effect at the peer the caller records per session
+ * (an export): it is never delivered into a later session than @session.
+ *
+ * Return: as ntrdma_cmd_call(); -ENOLINK also when another session runs.
+ */
+int ntrdma_cmd_call_in(struct ntrdma_dev *ndev, u32 session, u16 op,
+		       const void *req, u16 len, unsigned int timeout_ms)
+{
+	if (!session)
+		return -ENOLINK;
+	return cmd_call(ndev, session, op, req, len, NULL, 0, NULL,
+			timeout_ms);
 }

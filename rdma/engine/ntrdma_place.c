@@ -91,18 +91,24 @@ static bool place_may_write(struct ntrdma_tqp *tqp)
 	       !ntrdma_link_peer_gone(tqp->ndev);
 }
 
+/* A placement's copies are over: it is no tail, its pages are unmapped. */
+static void place_release(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p)
+{
+	lockdep_assert_held(&tqp->tx_lock);
+	p->nrest = 0;
+	if (tqp->plc_tail == p)
+		tqp->plc_tail = NULL;
+	ntrdma_tqp_unmap(tqp, &p->maps);
+}
+
 /*
  * An abandoned placement's last copy is done: the stop reported it, and
  * the device may be gone since (an orphan TQP): only the TQP's own state.
  */
 static void place_forget(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p)
 {
-	lockdep_assert_held(&tqp->tx_lock);
 	p->abandoned = false;
-	p->nrest = 0;
-	if (tqp->plc_tail == p)
-		tqp->plc_tail = NULL;
-	ntrdma_tqp_unmap(tqp, &p->maps);
+	place_release(tqp, p);
 	ntrdma_tqp_abandoned_done(tqp);
 }
 
@@ -127,10 +133,7 @@ static void *place_finish(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p,
 		p->status = -ENOLINK;	/* not all of it: the session ended */
 	else if (p->nrest)
 		place_cpu(tqp, p->rest, p->nrest);
-	p->nrest = 0;
-	if (tqp->plc_tail == p)
-		tqp->plc_tail = NULL;
-	ntrdma_tqp_unmap(tqp, &p->maps);
+	place_release(tqp, p);
 	p->cookie = NULL;
 	*status = p->status;
 	return cookie;
