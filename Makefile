@@ -3,9 +3,13 @@
 # NTRDMA top-level build.
 #   make            install missing Debian packages, build every kernel and
 #                   userspace part
-#   make check      the test suite (unit tests + selftests in both topologies,
-#                   and a run on Debian 13's 6.12 kernel; CHECK_K612=0: not)
-#   make check-6.12 the whole test suite on Debian 13's 6.12 kernel
+#   make check      what CI runs: lint, unit tests, one test-bed run of each
+#                   behaviour that must never regress (doc/testbed.md)
+#   make check-full every test-bed run: both topologies, windowed mode, the
+#                   Debian packages, Debian 13's 6.12 kernel, the soak
+#   make check-6.12 make check-full with every run on Debian 13's 6.12 kernel
+#   make check-fresh make demo in a fresh Debian 12 root (mmdebstrap): what a
+#                   new user's first command meets
 #   make demo       the main job on the emulated default (two hosts)
 #   make lint       checkpatch --strict and sparse on the kernel code
 #   make bench      measurements beside the alternatives, both topologies
@@ -17,7 +21,24 @@
 #                   /etc/libibverbs.d) and the kernel modules; DESTDIR honoured
 
 ROOT      := $(CURDIR)
-KVER      ?= $(shell $(ROOT)/scripts/kver.sh 2>/dev/null)
+
+ifndef NTRDMA_DEPS_DONE
+# Stage 1. Nothing here reads what a package installs: every target that
+# needs packages installs them first (deps), then runs in a sub-make, which
+# reads the kernel, its configuration and the tools afresh.
+NEEDS_DEPS := all kernel-ext modules user check check-full check-6.12 unit \
+	      demo lint sparse checkpatch bench install fuzz soak deb
+NO_DEPS    := clean dkms-modules check-fresh
+.PHONY: deps $(NEEDS_DEPS) $(NO_DEPS)
+$(NEEDS_DEPS): deps
+	+@$(MAKE) --no-print-directory NTRDMA_DEPS_DONE=1 $@
+$(NO_DEPS):
+	+@$(MAKE) --no-print-directory NTRDMA_DEPS_DONE=1 $@
+deps:
+	@$(ROOT)/scripts/install-deps.sh
+else
+# Stage 2: the packages are installed.
+KVER      ?= $(shell $(ROOT)/scripts/kver.sh)
 KDIR      ?= /lib/modules/$(KVER)/build
 BUILD     := $(ROOT)/build
 KEXT      := $(BUILD)/kernel
@@ -37,21 +58,21 @@ KCONFIG := CONFIG_NTB_HW_IVSHMEM=m CONFIG_NTRDMA=m CONFIG_NTRDMA_VERBS=$(VERBS) 
 KMAKE    = $(MAKE) -C $(KDIR) M=$(ROOT) $(KCONFIG) \
 	   KBUILD_EXTRA_SYMBOLS=$(KEXT)/Module.symvers
 
-.PHONY: all deps kernel-ext modules user check check-6.12 unit selftests demo lint \
-	sparse checkpatch clean bench install fuzz soak deb dkms-modules
+.PHONY: all kernel-ext modules user check check-full check-6.12 check-fresh unit \
+	demo lint sparse checkpatch clean bench install fuzz soak deb dkms-modules
 
 all: modules user
 
-deps:
-	@$(ROOT)/scripts/install-deps.sh
-
-kernel-ext: deps
+kernel-ext:
+	@test -f $(KDIR)/.config || { echo "make: no kernel build tree at $(KDIR)" \
+		"(scripts/install-deps.sh installs linux-headers-amd64; KVER='$(KVER)')" >&2; exit 1; }
 	@$(ROOT)/scripts/build-kernel-ext.sh
 
 modules: kernel-ext
 	+$(KMAKE) modules
+	@$(ROOT)/scripts/faces.sh $(ROOT)/ntrdma.ko $(KDIR)/.config
 
-user: deps
+user:
 	cmake -S $(ROOT) -B $(USERBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(USERBUILD) -j$$(nproc)
 	@$(ROOT)/scripts/pyverbs-suite.sh
@@ -59,10 +80,17 @@ user: deps
 check: all
 	@$(ROOT)/scripts/check.sh
 
+check-full: all
+	@CHECK_TIER=full $(ROOT)/scripts/check.sh
+
+# A fresh machine: a minimal Debian 12 root, a clean clone of HEAD, make demo.
+check-fresh:
+	@$(ROOT)/scripts/check-fresh.sh
+
 # make check with every test-bed run on Debian 13's kernel (6.12, from
 # bookworm-backports; scripts/kernel-6.12.sh installs and builds for it).
 check-6.12: all
-	@CHECK_K612=all $(ROOT)/scripts/check.sh
+	@CHECK_TIER=full CHECK_K612=all $(ROOT)/scripts/check.sh
 
 unit: user
 	cd $(USERBUILD) && ctest --output-on-failure
@@ -114,3 +142,4 @@ install: all
 clean:
 	-$(KMAKE) clean
 	rm -rf $(BUILD)
+endif

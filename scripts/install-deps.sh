@@ -21,6 +21,13 @@ for p in "${PKGS[@]}"; do
 	[ "$st" = installed ] || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
+# The kernel image and its headers come as a pair: one installed alone would
+# name a kernel whose build tree (or image) is missing.
+case " ${missing[*]} " in
+*" linux-image-amd64 "* | *" linux-headers-amd64 "*)
+	missing+=(linux-image-amd64 linux-headers-amd64)
+	mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u) ;;
+esac
 
 echo "install-deps: installing: ${missing[*]}"
 SUDO=

@@ -263,6 +263,10 @@ echo $$ >"$RUN/launcher.pid"
 # so they see it): a rebuild during the run cannot change what is tested.
 KOSNAP=
 if [ "$MODULES" = 1 ]; then
+	# A verbs face the guest kernel supports is never left out silently.
+	kconfig=/lib/modules/$KVER/build/.config
+	[ -f "$kconfig" ] || kconfig=/boot/config-$KVER
+	"$NTRDMA_ROOT/scripts/faces.sh" "$KO_ROOT/ntrdma.ko" "$kconfig" >&2 || die "ntrdma.ko lacks a face (see above)"
 	for d in "$NTRDMA_ROOT"/build/.testbed-ko.*; do
 		[ -f "$d/launcher.pid" ] || continue
 		kill -0 "$(cat "$d/launcher.pid" 2>/dev/null)" 2>/dev/null && continue
