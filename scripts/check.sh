@@ -1,13 +1,20 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
-# `make check`: lint, unit tests (CTest), then the selftests in both test-bed
-# topologies. Prints KTAP and ends with "N passed, N failed"; exits non-zero
-# on any failure. Expects `make all` to have run (the Makefile does that).
+# `make check` and `make check-full`: lint, unit tests (CTest), the packages'
+# build, then selftests in test-bed runs, then the bench harness's smoke run.
+# CHECK_TIER=check (make check, what CI runs): one test-bed run of each
+# behaviour that must never regress. CHECK_TIER=full (make check-full): every
+# run, in both topologies, windowed mode, the Debian packages, Debian 13's
+# kernel and the soak. doc/testbed.md lists what each tier runs.
+# Prints KTAP and ends with "N passed, N failed"; exits non-zero on any
+# failure. Expects `make all` to have run (the Makefile does that).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${CHECK_OUT:-$ROOT/build/check}
 TOPOS=${CHECK_TOPOS:-loop pair}
+TIER=${CHECK_TIER:-check}
+case $TIER in check | full) ;; *) echo "check: CHECK_TIER must be check or full" >&2; exit 2 ;; esac
 rm -rf "$OUT"
 mkdir -p "$OUT"
 pass=0
@@ -123,8 +130,21 @@ NTR_LOOP=${NTR_LOOP/ntrdma_pyverbs_test.sh,/}:::$QUICK_NET
 WIN=$STOCK,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh
 # The soak's short form runs in pair (two kernels, peer-guest kills);
 # make soak runs the long form in both topologies.
-RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-"$WIN,ntrdma_tools_test.sh:::$QUICK_NET $NTR_LOOP $DEB"}}
-RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$WIN,ntrdma_cm_test.sh:::$QUICK_NET $NTR $SOAK"}}
+FULL_loop="$WIN,ntrdma_tools_test.sh:::$QUICK_NET $NTR_LOOP $DEB"
+FULL_pair="$WIN,ntrdma_cm_test.sh:::$QUICK_NET $NTR $SOAK"
+# make check: the pair runs carry every behaviour (two kernels, peer-guest
+# kills, rdma_cm, NVMe-oF); the stock run keeps the stock clients and
+# ntrdma's windowed test; one short loop run keeps the loopback topology
+# (both ends in one kernel) booting and carrying traffic.
+QUICK_loop="ntrdma:1:ntb_hw_probe_test.sh,ntrdma_engine_test.sh,ntrdma_net_test.sh:::$QUICK_NET"
+QUICK_pair="$STOCK $NTR"
+if [ "$TIER" = full ]; then
+	def_loop=$FULL_loop def_pair=$FULL_pair
+else
+	def_loop=$QUICK_loop def_pair=$QUICK_pair
+fi
+RUNS_loop=${CHECK_RUNS_loop:-${CHECK_RUNS:-$def_loop}}
+RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-$def_pair}}
 
 # Debian 13's kernel (6.12, from bookworm-backports: scripts/kernel-6.12.sh).
 # CHECK_K612=subset (default): one more loop run on it, the engine, net
@@ -133,7 +153,7 @@ RUNS_pair=${CHECK_RUNS_pair:-${CHECK_RUNS:-"$WIN,ntrdma_cm_test.sh:::$QUICK_NET 
 # installed. CHECK_K612=all (make check-6.12): every run on it instead
 # of the default kernel (a failure when it cannot be installed).
 # CHECK_K612=0: none.
-K612=${CHECK_K612:-subset}
+K612=${CHECK_K612:-$([ "$TIER" = full ] && echo subset || echo 0)}
 K612_RUN="k612:1:ntrdma_engine_test.sh,ntrdma_net_test.sh,ntrdma_ib_test.sh:::$QUICK_NET"
 K612_OPTS=
 if [ "$K612" != 0 ]; then
@@ -231,7 +251,7 @@ fi
 
 echo "# test-bed runs (wall time):"
 sed 's/^/#   /' "$TIMES"
-echo "# make check took $(((SECONDS - T_START) / 60)) min"
+echo "# make check (tier $TIER) took $(((SECONDS - T_START) / 60)) min"
 if [ -s "$FAILURES" ]; then
 	echo "# failures again (each with the diagnostics before it):"
 	sed 's/^/# /' "$FAILURES" | head -150
