@@ -38,7 +38,7 @@
 #define NTRDMA_VX_BUDGET	64
 #define NTRDMA_VX_NAKS		32	/* device-level NAKs in flight */
 
-/* Off by default: it did not pay in the test bed (README, verbs data path). */
+/* Off by default: it did not pay in the test bed (doc/verbs.md, adaptive polling). */
 static unsigned int rx_poll_us;
 module_param(rx_poll_us, uint, 0644);
 MODULE_PARM_DESC(rx_poll_us,

@@ -109,7 +109,7 @@ STOCK="stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh,ntrdma_wind
 NTR="ntrdma:1:ntb_hw_probe_test.sh,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh,ntrdma_verbs_loss_test.sh,ntrdma_kverbs_test.sh,ntrdma_nvmeof_test.sh,ntrdma_pyverbs_test.sh,ntrdma_fault_test.sh"
 # The soak's short form (8 cycles) in guests whose vCPUs share one TCG
 # thread: with one thread per vCPU, QEMU 7.2 can leave a vCPU in a stale
-# translation of kernel text the other one re-patched (README, Liveness).
+# translation of kernel text the other one re-patched (doc/testbed.md, one TCG thread).
 SOAK="soak:1:ntrdma_soak_test.sh:single"
 # The net test's iperf3 runs last 2 s, not 4, where the pair flat run has
 # the long ones (make check's time). Its load/unload cycles stay 6: with 2,
@@ -182,7 +182,7 @@ for run in ${!runs_var}; do
 	IFS=: read -r rname flat tests tcg opts envs <<<"$run"
 	# 6.12 guests run their vCPUs on one TCG thread, as the soak's: there
 	# the net test's load/unload cycles met the emulator's stale
-	# translation of patched kernel text (README, Kernels) about once in
+	# translation of patched kernel text (doc/kernels.md) about once in
 	# three runs.
 	if [ "$rname" = k612 ] || [ "$K612" = all ]; then
 		opts="$opts $K612_OPTS"

@@ -132,7 +132,7 @@ run_pair_once() { # NAME SERVER_CMD CLIENT_CMD
 # (REJECTED, -111: no listener, as TCP answers a closed port); perftest
 # then crashes. That race of the tool gets two more tries, said in diags, as
 # does its clock calibration failing on a busy guest ("Can't produce a
-# report", see README).
+# report", see doc/testbed.md).
 run_pair() { # NAME SERVER_CMD CLIENT_CMD [ALLOW_SERVER_RC]
 	local name=$1 srv=$2 cli=$3 rc try=1
 	run_pair_once "$name" "$srv" "$cli"
@@ -140,7 +140,7 @@ run_pair() { # NAME SERVER_CMD CLIENT_CMD [ALLOW_SERVER_RC]
 	while [ $rc -ne 0 ] && [ $try -lt 3 ] && [[ $cli == ib_* ]] &&
 		grep -qE "REJECTED; error: -111|Can't produce a report" <<<"$OUT"; do
 		if grep -q "Can't produce a report" <<<"$OUT"; then
-			ktap_diag "$name: perftest could not calibrate its clock (the tool's, see README): try $((try + 1))"
+			ktap_diag "$name: perftest could not calibrate its clock (the tool's, see doc/testbed.md): try $((try + 1))"
 		else
 			ktap_diag "$name: perftest's connect came before its server listened again (REJECTED -111): try $((try + 1))"
 		fi
@@ -205,7 +205,7 @@ S "pkill -x qperf"
 for t in write_bw:65536 send_bw:4096 read_lat:2; do
 	tool=ib_${t%%:*} size=${t#*:}
 	# Iterations, not -D: the report comes when the data path is quiet,
-	# so perftest's clock calibration fails less (README, duration mode).
+	# so perftest's clock calibration fails less (doc/testbed.md, perftest).
 	mode="-n 500"
 	[[ $tool == *_lat ]] && mode="-n 200"
 	if run_pair "$tool -R" "$tool -R -p $PORT -s $size $mode" \

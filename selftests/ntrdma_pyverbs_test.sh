@@ -45,7 +45,7 @@ ip link set "$NETDEV" up
 ip addr replace 10.79.5.1/24 dev "$NETDEV"
 
 # Tests that cannot pass on a port whose connection manager is the iw_cm
-# (ours, for rdma_cm's sake: see README, rdma_cm), whatever the driver
+# (ours, for rdma_cm's sake: see doc/rdma_cm.md), whatever the driver
 # does; they run, and what they said is shown, but they count as skipped.
 declare -A CORE_LIMIT=(
 	[test_rdmacm.CMTestCase.test_rdmacm_async_traffic]="asserts that query_qp reports the ACK timeout set with rdma_set_option(): rdma_cm applies it in rdma_init_qp_attr() only when IB_QP_TIMEOUT is in the mask, which iw_cm_init_qp_attr() never sets, so no iWARP-CM driver (siw, cxgb4) ever sees it"

@@ -14,7 +14,7 @@
 # Needs an NTB with a flat window (test bed: --flat 1).
 #
 # make check runs the short form (guests with TESTBED_TCG_THREAD=single, see
-# README, Liveness); `make soak` runs the full form.
+# doc/testbed.md, one TCG thread); `make soak` runs the full form.
 #
 # Environment: SOAK_CYCLES (8; make soak: 100), SOAK_KILLS (pair: 2; make
 # soak: 30), SOAK_SLAB_KB (64), SOAK_AVAIL_KB (256; under 20 cycles 4096:

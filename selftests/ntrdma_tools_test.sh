@@ -258,7 +258,7 @@ run_perftest() { # TEST ARGS...
 	local ccmd="${PT_PREFIX:-}ib_$test -d $CDEV -i 1 -x $GIDX -F -p $port $* $ADDR" try np
 	# perftest fits its cycle clock to gettimeofday() for its report; on a
 	# busy guest the fit fails ("Can't produce a report", exit 1, and the
-	# server fails its last handshake): the tool's problem (README), tried
+	# server fails its last handshake): the tool's problem (doc/testbed.md), tried
 	# again on a fresh port, said in a diag.
 	for try in 1 2 3; do
 		pair_run "pt$port" "$port" "$scmd" "$ccmd"
@@ -370,7 +370,7 @@ fi
 
 # ---- 27-31: checked mode (direct_placement=0 on both hosts) --------------------------------
 # The target-checked path every WRITE takes where the peer's kernel is not
-# trusted to place (README, Trust model): data tools again, and the
+# trusted to place (doc/placement.md, trust model): data tools again, and the
 # requester's placed_writes counter shows which path carried the WRITEs.
 CHECKED=("placed_writes counts the direct WRITEs" "ibv_rc_pingpong -s 65536 (checked)"
 	"ib_write_bw (checked)" "ib_read_bw (checked)" "checked mode placed nothing")

@@ -36,8 +36,8 @@
 /*
  * Up to this a placement is copied by the CPU when nothing is pending: in
  * the test bed the channel (a worker on another vCPU) lost to the CPU at
- * every size make bench measures, 4 KiB to 64 KiB (README, direct
- * placement). Larger ones go on the channel: a CPU copy of up to 112 KiB
+ * every size make bench measures, 4 KiB to 64 KiB (doc/placement.md, who
+ * copies). Larger ones go on the channel: a CPU copy of up to 112 KiB
  * under the TQP's lock, interrupts off, is too long a stall.
  */
 static unsigned int place_copybreak = 65536;
