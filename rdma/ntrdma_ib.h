@@ -77,7 +77,7 @@ enum ntrdma_hw_stat {
 struct ntrdma_ib {
 	struct ib_device ibdev;
 	struct ntrdma_dev *ndev;
-	struct ntrdma_vx *vx;		/* the data path (ntrdma_vx.c) */
+	struct ntrdma_vx *vx;		/* the data path (ntrdma_transport.c) */
 	struct ntrdma_lo *lo;		/* same-device loopback (ntrdma_lo.c) */
 	spinlock_t atomic_lock;		/* atomics executed for the peer */
 	atomic64_t hw[NTRDMA_HW_NSTATS];
@@ -467,7 +467,7 @@ int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
 int ntrdma_rsge_scatter(const struct ntrdma_rsge *sg, u32 nsg, u32 off,
 			const void *buf, u32 len);
 
-/* ntrdma_vx.c: the verbs transport over the engine */
+/* ntrdma_transport.c: the verbs transport over the engine */
 int ntrdma_vx_init(struct ntrdma_ib *nib);
 void ntrdma_vx_fini(struct ntrdma_ib *nib, bool free_posted);
 void ntrdma_vx_start(struct ntrdma_ib *nib);

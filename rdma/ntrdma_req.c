@@ -1072,7 +1072,10 @@ void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	}
 	if (rc)
 		goto drop;
-	/* More requests leave at the end of the receive pass (ntrdma_vx.c). */
+	/*
+	 * More requests leave at the end of the receive pass
+	 * (ntrdma_transport.c).
+	 */
 	req_complete(qp);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 	return;

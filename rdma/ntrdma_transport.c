@@ -3,7 +3,8 @@
  * NTRDMA verbs face: the verbs transport. Every RC QP of the device talks
  * to its peer QP through one engine TQP (NTRDMA_TQP_VERBS), multiplexed by
  * the destination QP number in each segment's header (struct ntrdma_vx_hdr
- * in ntrdma_verbs_wire.h).
+ * in ntrdma_verbs_wire.h). Its functions and structures keep the short
+ * prefix ntrdma_vx_ (verbs transport).
  *
  * Send: a segment is a header slot of the QP (header plus inline data), then
  * payload straight from the pages of the MRs the WQE named (zero copy on
