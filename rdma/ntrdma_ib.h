@@ -94,8 +94,8 @@ struct ntrdma_ib {
 	struct ida pd_ida;		/* PD numbers (exports name them) */
 
 	/*
-	 * Direct placement: the peer's exports (ntrdma_rmr.c) and ours
-	 * (ntrdma_export.c). place_lock nests inside a QP's sq_lock.
+	 * Direct placement: the peer's exports (ntrdma_place_remote.c) and ours
+	 * (ntrdma_place_export.c). place_lock nests inside a QP's sq_lock.
 	 */
 	struct mutex rmr_lock;		/* export handlers vs. session end */
 	spinlock_t place_lock;		/* placements vs. revocations */
@@ -105,7 +105,7 @@ struct ntrdma_ib {
 	atomic_t rmr_pages;
 	struct ntrdma_export *exp;
 	/*
-	 * READ sinks the peer may still write (ntrdma_sink.c); sink_lock
+	 * READ sinks the peer may still write (ntrdma_place_sink.c); sink_lock
 	 * nests inside a QP's sq_lock, and nothing nests inside it.
 	 */
 	spinlock_t sink_lock;
@@ -189,7 +189,7 @@ struct ntrdma_mr {
 	bool orphan;
 	struct ntrdma_mr_reaper *reaper;
 	struct work_struct reap_work;
-	/* exported for direct placement (ntrdma_export.c, its lock) */
+	/* exported for direct placement (ntrdma_place_export.c, its lock) */
 	dma_addr_t *export_dma;		/* the pages, for the NTB device */
 	u32 export_session;		/* 0: not exported */
 	struct list_head export_link;
@@ -236,7 +236,7 @@ struct ntrdma_swqe {
 	bool started;		/* its first segment went out */
 	bool out;		/* all of it went out */
 	bool done;		/* acknowledged / answered */
-	bool direct;		/* WRITE: placed directly (ntrdma_rmr.c) */
+	bool direct;		/* WRITE placed: ntrdma_place_remote.c */
 	bool placing;		/* ...by the DMA channel: done at seg_end */
 	bool skipped;		/* its first segment says NTRDMA_VX_SKIPPED */
 	u16 skip_lo;		/* ...and this (ntrdma_vx_hdr) */
@@ -369,7 +369,7 @@ struct ntrdma_qp {
 	u8 no_qp_left;			/* NO_QP resends: only answers restore */
 	u32 ack_progress, ack_seen;
 	struct work_struct tx_work;
-	/* exported to the peer (ntrdma_export.c; under lock) */
+	/* exported to the peer (ntrdma_place_export.c; under lock) */
 	bool exported;
 	u32 export_epoch;		/* withdrawals queued (under sq_lock too) */
 	struct work_struct unexport_work;	/* it entered ERR */
@@ -501,7 +501,7 @@ int ntrdma_vx_pool_alloc(struct ntrdma_qp *qp);
 void ntrdma_vx_pool_release(struct ntrdma_qp *qp);
 bool ntrdma_vx_pool_wait(struct ntrdma_qp *qp, u32 mark);
 
-/* ntrdma_rmr.c: direct placement, requester side */
+/* ntrdma_place_remote.c: direct placement, requester side */
 extern bool ntrdma_direct_placement;
 int ntrdma_rmr_init(struct ntrdma_ib *nib);
 void ntrdma_rmr_clear(struct ntrdma_ib *nib);
@@ -510,7 +510,7 @@ int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
 int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
 int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r);
 
-/* ntrdma_sink.c: READ sinks the peer writes */
+/* ntrdma_place_sink.c: READ sinks the peer writes */
 void ntrdma_sink_init(struct ntrdma_ib *nib);
 struct ntrdma_sink *ntrdma_sink_build(struct ntrdma_qp *qp,
 				      const struct ntrdma_swqe *w);
@@ -524,7 +524,7 @@ bool ntrdma_sink_mr_quiet(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
 void ntrdma_sink_session_up(struct ntrdma_ib *nib, u32 session);
 void ntrdma_sink_fini(struct ntrdma_ib *nib, bool peer_quiet);
 
-/* ntrdma_export.c: direct placement, exporting side */
+/* ntrdma_place_export.c: direct placement, exporting side */
 int ntrdma_export_init(struct ntrdma_ib *nib);
 void ntrdma_export_fini(struct ntrdma_ib *nib, bool peer_quiet);
 void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);

@@ -82,7 +82,7 @@ static void req_release(struct ntrdma_swqe *w)
 
 /*
  * A READ's sink goes with the READ: freed once all of its data arrived,
- * else held until the peer can no longer write it (ntrdma_sink.c).
+ * else held until the peer can no longer write it (ntrdma_place_sink.c).
  */
 static void req_drop_sink(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
@@ -393,11 +393,11 @@ static bool req_all_done(struct ntrdma_qp *qp)
 }
 
 /*
- * A WRITE's payload placed straight into the target MR (ntrdma_rmr.c), in
- * the TQP's order; only when every earlier WQE is done, so the target has
- * executed them all (IB RC order). 0: placed (now or before); 1: failed
- * half-way (the WQE completes with the error); -EAGAIN: the checked path
- * takes it; else the caller comes back later.
+ * A WRITE's payload placed straight into the target MR
+ * (ntrdma_place_remote.c), in the TQP's order; only when every earlier WQE
+ * is done, so the target has executed them all (IB RC order). 0: placed
+ * (now or before); 1: failed half-way (the WQE completes with the error);
+ * -EAGAIN: the checked path takes it; else the caller comes back later.
  */
 static int req_place(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
@@ -485,9 +485,9 @@ static u8 req_first_flags(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 }
 
 /*
- * A small READ read straight from the target MR (ntrdma_rmr.c), when every
- * earlier WQE is done (so the target executed the WRITEs before it): then
- * it is complete. -EAGAIN: the checked path takes it.
+ * A small READ read straight from the target MR (ntrdma_place_remote.c),
+ * when every earlier WQE is done (so the target executed the WRITEs before
+ * it): then it is complete. -EAGAIN: the checked path takes it.
  */
 static int req_pull(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {

@@ -428,7 +428,7 @@ static void vx_meta_drop(struct ntrdma_seg_meta *m)
 
 /**
  * ntrdma_vx_place() - direct placement for @qp, in the verbs TQP's order
- * @qp: the QP (sq_lock held; ntrdma_rmr.c)
+ * @qp: the QP (sq_lock held; ntrdma_place_remote.c)
  * @pc: the pieces
  * @n: how many
  * @mr: the MRs whose pages @pc reads: the DMA channel may copy, holding

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// Direct placement (rdma/ntrdma_rmr.c, rdma/ntrdma_export.c): RDMA WRITEs
-// land in the target MR without the target's CPU, in IB order, and never
-// after the MR was deregistered. Loop topology (both ends in this process).
+// Direct placement (rdma/ntrdma_place_remote.c,
+// rdma/ntrdma_place_export.c): RDMA WRITEs land in the target MR without the
+// target's CPU, in IB order, and never after the MR was deregistered. Loop
+// topology (both ends in this process).
 #include <arpa/inet.h>
 
 #include <atomic>

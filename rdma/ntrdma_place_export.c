@@ -2,7 +2,7 @@
 /*
  * NTRDMA verbs face: direct placement, exporting side. Our user MRs with
  * remote write access and our connected QPs are made known to the peer
- * (ntrdma_rmr.c is the peer's side), so that its WRITEs land in the MR
+ * (ntrdma_place_remote.c is the peer's side), so that its WRITEs land in the MR
  * pages without our CPU.
  *
  * What is exported: an MR's key, PD number, access, iova range and the DMA
