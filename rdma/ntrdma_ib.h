@@ -2,7 +2,7 @@
 /*
  * NTRDMA verbs face: the ib_device of one ntrdma device and its objects.
  * One concept per file: ntrdma_ib.c (device, ports, ucontext, mmap),
- * ntrdma_mem.c (PD, MR, keys), ntrdma_cq.c (CQ rings), ntrdma_qp.c (QPs).
+ * ntrdma_mr.c (PD, MR, keys), ntrdma_cq.c (CQ rings), ntrdma_qp.c (QPs).
  */
 #ifndef NTRDMA_IB_H
 #define NTRDMA_IB_H
@@ -184,7 +184,7 @@ struct ntrdma_mr {
 	u32 mw_qpn;			/* type 2: the QP it was bound through */
 	refcount_t refs;		/* 1 while registered + data path */
 	struct completion released;
-	/* dereg stopped waiting: the last put frees it (ntrdma_mem.c) */
+	/* dereg stopped waiting: the last put frees it (ntrdma_mr.c) */
 	spinlock_t orphan_lock;		/* orphan vs. the last put */
 	bool orphan;
 	struct ntrdma_mr_reaper *reaper;
@@ -458,7 +458,7 @@ bool ntrdma_ib_av_is_local(struct ib_device *ibdev,
 			   const struct rdma_ah_attr *ah);
 void ntrdma_ib_gid0(struct ib_device *ibdev, union ib_gid *gid);
 
-/* ntrdma_mem.c: data path access to MR pages */
+/* ntrdma_mr.c: data path access to MR pages */
 int ntrdma_mr_check(struct ntrdma_mr *mr, u64 addr, u64 len);
 int ntrdma_mr_copy(struct ntrdma_mr *mr, u64 addr, void *buf, u32 len,
 		   bool to_mr);
@@ -584,7 +584,7 @@ static inline void *ntrdma_ring_slot(struct ntrdma_ring *r, u32 idx)
 		(size_t)(idx & (r->entries - 1)) * r->stride;
 }
 
-/* ntrdma_mem.c */
+/* ntrdma_mr.c */
 int ntrdma_mem_init(struct ntrdma_ib *nib);
 void ntrdma_mem_fini(struct ntrdma_ib *nib);
 int ntrdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);

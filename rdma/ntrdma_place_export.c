@@ -17,7 +17,7 @@
  * the peer provably stopped (it accepted a later session, which it does
  * only after its own end of the old one, or the device goes with the peer
  * quiet), so dereg returns with the pages pinned and the MR's last
- * reference frees it (the orphan rule of ntrdma_mem.c). An unanswered
+ * reference frees it (the orphan rule of ntrdma_mr.c). An unanswered
  * revocation ends the session.
  *
  * QPs: a QP is exported when it enters RTR or RTS (or its access or
