@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * NTRDMA verbs face: the ib_device of one ntrdma device and its objects.
- * One concept per file: ntrdma_ib.c (device, ports, ucontext, mmap),
- * ntrdma_mr.c (PD, MR, keys), ntrdma_cq.c (CQ rings), ntrdma_qp.c (QPs).
+ * One concept per file: ntrdma_ib.c (device, ports, ucontext),
+ * ntrdma_queue.c (rings mapped to userspace, mmap), ntrdma_mr.c (PD, MR,
+ * keys), ntrdma_cq.c (CQ rings), ntrdma_qp.c (QPs).
  */
 #ifndef NTRDMA_IB_H
 #define NTRDMA_IB_H
@@ -567,11 +568,13 @@ void ntrdma_qp_sq_drained(struct ntrdma_qp *qp);
 void ntrdma_qp_complete(struct ntrdma_qp *qp, struct ib_cq *ibcq,
 			const struct ntrdma_cqe *e, bool solicited);
 
-/* ntrdma_ib.c: rings shared with userspace */
+/* ntrdma_queue.c: rings shared with userspace */
 int ntrdma_ring_alloc(struct ntrdma_ring *ring, u32 entries, u32 stride);
 int ntrdma_ring_map(struct ntrdma_ring *ring, struct ib_udata *udata,
 		    u64 *offset);
 void ntrdma_ring_free(struct ntrdma_ring *ring);
+void ntrdma_mmap_free(struct rdma_user_mmap_entry *rdma);
+int ntrdma_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma);
 
 static inline struct ntrdma_ring_ctl *ntrdma_ring_ctl(struct ntrdma_ring *r)
 {
