@@ -344,8 +344,8 @@ struct ntrdma_qp {
 	bool loopback;
 
 	/*
-	 * Data path (ntrdma_req.c requester, ntrdma_resp.c responder),
-	 * all under sq_lock.
+	 * Data path (ntrdma_req.c and ntrdma_comp.c requester,
+	 * ntrdma_resp.c responder), all under sq_lock.
 	 */
 	struct ntrdma_swqe *swq;	/* shadow of the SQ ring */
 	u32 place_scan;			/* WQEs before it are done */
@@ -537,14 +537,34 @@ void ntrdma_export_qp_init(struct ntrdma_qp *qp);
 void ntrdma_export_qp_failed(struct ntrdma_qp *qp);
 void ntrdma_export_link_up(struct ntrdma_ib *nib);
 
-/* ntrdma_req.c: requester */
+/* ntrdma_req.c: requester, sending */
 void ntrdma_req_reset(struct ntrdma_qp *qp);
 void ntrdma_req_tx(struct ntrdma_qp *qp);
+bool ntrdma_req_in_progress(struct ntrdma_qp *qp);
+void req_release(struct ntrdma_swqe *w);
+void req_error(struct ntrdma_qp *qp, struct ntrdma_swqe *w, int status);
+
+/* Shared with ntrdma_comp.c, inline: both files call them in loops. */
+static inline struct ntrdma_swqe *swqe(struct ntrdma_qp *qp, u32 idx)
+{
+	return &qp->swq[idx & (qp->sq.entries - 1)];
+}
+
+static inline bool is_rd_atomic(u32 opcode)
+{
+	return opcode == IB_WR_RDMA_READ ||
+	       opcode == IB_WR_RDMA_READ_WITH_INV ||
+	       opcode == IB_WR_ATOMIC_CMP_AND_SWP ||
+	       opcode == IB_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* ntrdma_comp.c: requester, answers and completions */
+void ntrdma_req_init(struct ntrdma_qp *qp);
 void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		   const void *payload, u32 len);
 void ntrdma_req_flush(struct ntrdma_qp *qp, bool post);
-void ntrdma_req_init(struct ntrdma_qp *qp);
-bool ntrdma_req_in_progress(struct ntrdma_qp *qp);
+bool req_complete(struct ntrdma_qp *qp);
+void req_arm_ack(struct ntrdma_qp *qp);
 
 /* ntrdma_ud.c: UD datagrams */
 int ntrdma_ud_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w);

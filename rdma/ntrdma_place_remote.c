@@ -485,7 +485,7 @@ static int place_pieces(const struct ntrdma_rmr *rmr,
  * Place @n pieces of @w (its payload up to @c): by the CPU now, or on the
  * DMA channel holding the source MRs (those of the SGEs the pieces came
  * from), and then @w completes once the QP's segment count passes
- * w->seg_end (ntrdma_req.c). 0 or the error of ntrdma_vx_place().
+ * w->seg_end (ntrdma_comp.c). 0 or the error of ntrdma_vx_place().
  */
 static int place_chunk(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
 		       const struct place_cur *c,

@@ -8,12 +8,12 @@
  * vmalloc_user memory that userspace maps (ntrdma_abi.h): the provider
  * writes WQEs and the producer index; the kernel will copy each WQE out
  * of the ring and validate it (keys, PD, access, lengths) before any data
- * moves (ntrdma_req.c requester, ntrdma_resp.c responder, over the
- * verbs transport of ntrdma_transport.c). post_send is the doorbell; it returns
- * -EINVAL in RESET, INIT and RTR. Entering ERR flushes every posted WQE to
- * its CQ with IB_WC_WR_FLUSH_ERR (the one that failed first with its own
- * status), and work posted in ERR completes at once the same way, as the IB
- * spec demands.
+ * moves (ntrdma_req.c and ntrdma_comp.c requester, ntrdma_resp.c
+ * responder, over the verbs transport of ntrdma_transport.c). post_send
+ * is the doorbell; it returns -EINVAL in RESET, INIT and RTR. Entering
+ * ERR flushes every posted WQE to its CQ with IB_WC_WR_FLUSH_ERR (the one
+ * that failed first with its own status), and work posted in ERR
+ * completes at once the same way, as the IB spec demands.
  */
 
 #include <linux/slab.h>

@@ -16,7 +16,7 @@
  * at the first session) are posted to the peer. A work item polls them,
  * copies the header out of the buffer (the peer may still write it),
  * checks it, hands the segment to the QP
- * (ntrdma_resp.c as responder, ntrdma_req.c as requester), which checks
+ * (ntrdma_resp.c as responder, ntrdma_comp.c as requester), which checks
  * keys, PD, access and ranges against its own tables before copying the
  * payload out, and posts the buffer again.
  * Adaptive polling (rx_poll_us): after a pass that received something the
