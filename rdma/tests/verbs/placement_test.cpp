@@ -786,8 +786,8 @@ TEST_F(PlacementDma, SmallReadSeesTheLargeWriteBeforeIt) {
     }
 }
 
-// The emulated DMA engine's test knob (ntb_hw/ivdma.c): refuse every Nth
-// descriptor as a full ring does. False when it is not there.
+// The emulated DMA engine's test knob (ntb_hw/ntb_hw_ivshmem_dma.c): refuse
+// every Nth descriptor as a full ring does. False when it is not there.
 bool IvdmaRefuseEvery(unsigned int n) {
     std::ofstream f("/sys/module/ntb_hw_ivshmem/parameters/fail_prep_every");
     f << n << std::flush;
