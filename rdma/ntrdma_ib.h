@@ -16,8 +16,8 @@
 #include <linux/xarray.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/ntrdma-abi.h>
 
-#include "ntrdma_abi.h"
 #include "ntrdma_engine.h"
 #include "ntrdma_verbs_wire.h"
 

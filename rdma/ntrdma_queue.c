@@ -2,7 +2,7 @@
 /*
  * NTRDMA verbs face: the rings shared with userspace (as rxe_queue.c in
  * rxe): the SQ, RQ, SRQ and CQ rings (struct ntrdma_ring; their layout, a
- * control block then the slots, is ntrdma_abi.h's), allocated with
+ * control block then the slots, is ntrdma-abi.h's), allocated with
  * vmalloc_user, offered to the user as rdma_user_mmap entries and mapped
  * by ntrdma_mmap(). Once offered, a ring's memory belongs to its mmap
  * entry and goes when the entry is removed and unmapped. The control

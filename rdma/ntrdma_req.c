@@ -473,7 +473,7 @@ static int req_fetch(struct ntrdma_qp *qp, u32 *prod_out)
 
 	/*
 	 * Our cons store (req_complete) before this prod load: the provider
-	 * skips the doorbell while a WQE is outstanding (ntrdma_abi.h).
+	 * skips the doorbell while a WQE is outstanding (ntrdma-abi.h).
 	 */
 	smp_mb();
 	/* acquire: the WQEs before the index that publishes them */
@@ -497,7 +497,7 @@ static int req_fetch(struct ntrdma_qp *qp, u32 *prod_out)
 
 /*
  * The provider rings no doorbell for a WQE it posts while an earlier one is
- * outstanding (ntrdma_abi.h): the kernel must look at prod again after it
+ * outstanding (ntrdma-abi.h): the kernel must look at prod again after it
  * completed WQEs. One posted after this pass's fetch, but seen by the
  * provider before our cons store, would wait for no one: run again.
  */
