@@ -3,7 +3,7 @@
  * NTRDMA verbs face: completion queues.
  *
  * A CQ is a ring of struct ntrdma_cqe in vmalloc_user memory (see
- * ntrdma_abi.h); userspace maps it and polls without system calls. The
+ * ntrdma-abi.h); userspace maps it and polls without system calls. The
  * engine produces with ntrdma_cq_post(); kernel consumers poll with
  * ntrdma_poll_cq() under a spinlock (never sleeping). Arming is a flag word
  * in the ring (NTRDMA_CQ_ARM_NEXT / _SOLICITED) that the user or

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * NTRDMA verbs face: the ib_device of one ntrdma device and its objects.
- * One concept per file: ntrdma_ib.c (device, ports, ucontext, mmap),
- * ntrdma_mem.c (PD, MR, keys), ntrdma_cq.c (CQ rings), ntrdma_qp.c (QPs).
+ * One concept per file: ntrdma_ib.c (device, ports, ucontext),
+ * ntrdma_queue.c (rings mapped to userspace, mmap), ntrdma_mr.c (PD, MR,
+ * keys), ntrdma_cq.c (CQ rings), ntrdma_qp.c (QPs).
  */
 #ifndef NTRDMA_IB_H
 #define NTRDMA_IB_H
@@ -15,8 +16,8 @@
 #include <linux/xarray.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/ntrdma-abi.h>
 
-#include "ntrdma_abi.h"
 #include "ntrdma_engine.h"
 #include "ntrdma_verbs_wire.h"
 
@@ -77,7 +78,7 @@ enum ntrdma_hw_stat {
 struct ntrdma_ib {
 	struct ib_device ibdev;
 	struct ntrdma_dev *ndev;
-	struct ntrdma_vx *vx;		/* the data path (ntrdma_vx.c) */
+	struct ntrdma_vx *vx;		/* the data path (ntrdma_transport.c) */
 	struct ntrdma_lo *lo;		/* same-device loopback (ntrdma_lo.c) */
 	spinlock_t atomic_lock;		/* atomics executed for the peer */
 	atomic64_t hw[NTRDMA_HW_NSTATS];
@@ -94,8 +95,8 @@ struct ntrdma_ib {
 	struct ida pd_ida;		/* PD numbers (exports name them) */
 
 	/*
-	 * Direct placement: the peer's exports (ntrdma_rmr.c) and ours
-	 * (ntrdma_export.c). place_lock nests inside a QP's sq_lock.
+	 * Direct placement: the peer's exports (ntrdma_place_remote.c) and ours
+	 * (ntrdma_place_export.c). place_lock nests inside a QP's sq_lock.
 	 */
 	struct mutex rmr_lock;		/* export handlers vs. session end */
 	spinlock_t place_lock;		/* placements vs. revocations */
@@ -105,7 +106,7 @@ struct ntrdma_ib {
 	atomic_t rmr_pages;
 	struct ntrdma_export *exp;
 	/*
-	 * READ sinks the peer may still write (ntrdma_sink.c); sink_lock
+	 * READ sinks the peer may still write (ntrdma_place_sink.c); sink_lock
 	 * nests inside a QP's sq_lock, and nothing nests inside it.
 	 */
 	spinlock_t sink_lock;
@@ -184,12 +185,12 @@ struct ntrdma_mr {
 	u32 mw_qpn;			/* type 2: the QP it was bound through */
 	refcount_t refs;		/* 1 while registered + data path */
 	struct completion released;
-	/* dereg stopped waiting: the last put frees it (ntrdma_mem.c) */
+	/* dereg stopped waiting: the last put frees it (ntrdma_mr.c) */
 	spinlock_t orphan_lock;		/* orphan vs. the last put */
 	bool orphan;
 	struct ntrdma_mr_reaper *reaper;
 	struct work_struct reap_work;
-	/* exported for direct placement (ntrdma_export.c, its lock) */
+	/* exported for direct placement (ntrdma_place_export.c, its lock) */
 	dma_addr_t *export_dma;		/* the pages, for the NTB device */
 	u32 export_session;		/* 0: not exported */
 	struct list_head export_link;
@@ -236,7 +237,7 @@ struct ntrdma_swqe {
 	bool started;		/* its first segment went out */
 	bool out;		/* all of it went out */
 	bool done;		/* acknowledged / answered */
-	bool direct;		/* WRITE: placed directly (ntrdma_rmr.c) */
+	bool direct;		/* WRITE placed: ntrdma_place_remote.c */
 	bool placing;		/* ...by the DMA channel: done at seg_end */
 	bool skipped;		/* its first segment says NTRDMA_VX_SKIPPED */
 	u16 skip_lo;		/* ...and this (ntrdma_vx_hdr) */
@@ -343,8 +344,8 @@ struct ntrdma_qp {
 	bool loopback;
 
 	/*
-	 * Data path (ntrdma_req.c requester, ntrdma_resp.c responder),
-	 * all under sq_lock.
+	 * Data path (ntrdma_req.c and ntrdma_comp.c requester,
+	 * ntrdma_resp.c responder), all under sq_lock.
 	 */
 	struct ntrdma_swqe *swq;	/* shadow of the SQ ring */
 	u32 place_scan;			/* WQEs before it are done */
@@ -369,7 +370,7 @@ struct ntrdma_qp {
 	u8 no_qp_left;			/* NO_QP resends: only answers restore */
 	u32 ack_progress, ack_seen;
 	struct work_struct tx_work;
-	/* exported to the peer (ntrdma_export.c; under lock) */
+	/* exported to the peer (ntrdma_place_export.c; under lock) */
 	bool exported;
 	u32 export_epoch;		/* withdrawals queued (under sq_lock too) */
 	struct work_struct unexport_work;	/* it entered ERR */
@@ -458,7 +459,7 @@ bool ntrdma_ib_av_is_local(struct ib_device *ibdev,
 			   const struct rdma_ah_attr *ah);
 void ntrdma_ib_gid0(struct ib_device *ibdev, union ib_gid *gid);
 
-/* ntrdma_mem.c: data path access to MR pages */
+/* ntrdma_mr.c: data path access to MR pages */
 int ntrdma_mr_check(struct ntrdma_mr *mr, u64 addr, u64 len);
 int ntrdma_mr_copy(struct ntrdma_mr *mr, u64 addr, void *buf, u32 len,
 		   bool to_mr);
@@ -467,7 +468,7 @@ int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
 int ntrdma_rsge_scatter(const struct ntrdma_rsge *sg, u32 nsg, u32 off,
 			const void *buf, u32 len);
 
-/* ntrdma_vx.c: the verbs transport over the engine */
+/* ntrdma_transport.c: the verbs transport over the engine */
 int ntrdma_vx_init(struct ntrdma_ib *nib);
 void ntrdma_vx_fini(struct ntrdma_ib *nib, bool free_posted);
 void ntrdma_vx_start(struct ntrdma_ib *nib);
@@ -501,7 +502,7 @@ int ntrdma_vx_pool_alloc(struct ntrdma_qp *qp);
 void ntrdma_vx_pool_release(struct ntrdma_qp *qp);
 bool ntrdma_vx_pool_wait(struct ntrdma_qp *qp, u32 mark);
 
-/* ntrdma_rmr.c: direct placement, requester side */
+/* ntrdma_place_remote.c: direct placement, requester side */
 extern bool ntrdma_direct_placement;
 int ntrdma_rmr_init(struct ntrdma_ib *nib);
 void ntrdma_rmr_clear(struct ntrdma_ib *nib);
@@ -510,7 +511,7 @@ int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
 int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
 int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r);
 
-/* ntrdma_sink.c: READ sinks the peer writes */
+/* ntrdma_place_sink.c: READ sinks the peer writes */
 void ntrdma_sink_init(struct ntrdma_ib *nib);
 struct ntrdma_sink *ntrdma_sink_build(struct ntrdma_qp *qp,
 				      const struct ntrdma_swqe *w);
@@ -524,7 +525,7 @@ bool ntrdma_sink_mr_quiet(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
 void ntrdma_sink_session_up(struct ntrdma_ib *nib, u32 session);
 void ntrdma_sink_fini(struct ntrdma_ib *nib, bool peer_quiet);
 
-/* ntrdma_export.c: direct placement, exporting side */
+/* ntrdma_place_export.c: direct placement, exporting side */
 int ntrdma_export_init(struct ntrdma_ib *nib);
 void ntrdma_export_fini(struct ntrdma_ib *nib, bool peer_quiet);
 void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
@@ -536,14 +537,34 @@ void ntrdma_export_qp_init(struct ntrdma_qp *qp);
 void ntrdma_export_qp_failed(struct ntrdma_qp *qp);
 void ntrdma_export_link_up(struct ntrdma_ib *nib);
 
-/* ntrdma_req.c: requester */
+/* ntrdma_req.c: requester, sending */
 void ntrdma_req_reset(struct ntrdma_qp *qp);
 void ntrdma_req_tx(struct ntrdma_qp *qp);
+bool ntrdma_req_in_progress(struct ntrdma_qp *qp);
+void req_release(struct ntrdma_swqe *w);
+void req_error(struct ntrdma_qp *qp, struct ntrdma_swqe *w, int status);
+
+/* Shared with ntrdma_comp.c, inline: both files call them in loops. */
+static inline struct ntrdma_swqe *swqe(struct ntrdma_qp *qp, u32 idx)
+{
+	return &qp->swq[idx & (qp->sq.entries - 1)];
+}
+
+static inline bool is_rd_atomic(u32 opcode)
+{
+	return opcode == IB_WR_RDMA_READ ||
+	       opcode == IB_WR_RDMA_READ_WITH_INV ||
+	       opcode == IB_WR_ATOMIC_CMP_AND_SWP ||
+	       opcode == IB_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* ntrdma_comp.c: requester, answers and completions */
+void ntrdma_req_init(struct ntrdma_qp *qp);
 void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		   const void *payload, u32 len);
 void ntrdma_req_flush(struct ntrdma_qp *qp, bool post);
-void ntrdma_req_init(struct ntrdma_qp *qp);
-bool ntrdma_req_in_progress(struct ntrdma_qp *qp);
+bool req_complete(struct ntrdma_qp *qp);
+void req_arm_ack(struct ntrdma_qp *qp);
 
 /* ntrdma_ud.c: UD datagrams */
 int ntrdma_ud_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
@@ -567,11 +588,13 @@ void ntrdma_qp_sq_drained(struct ntrdma_qp *qp);
 void ntrdma_qp_complete(struct ntrdma_qp *qp, struct ib_cq *ibcq,
 			const struct ntrdma_cqe *e, bool solicited);
 
-/* ntrdma_ib.c: rings shared with userspace */
+/* ntrdma_queue.c: rings shared with userspace */
 int ntrdma_ring_alloc(struct ntrdma_ring *ring, u32 entries, u32 stride);
 int ntrdma_ring_map(struct ntrdma_ring *ring, struct ib_udata *udata,
 		    u64 *offset);
 void ntrdma_ring_free(struct ntrdma_ring *ring);
+void ntrdma_mmap_free(struct rdma_user_mmap_entry *rdma);
+int ntrdma_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma);
 
 static inline struct ntrdma_ring_ctl *ntrdma_ring_ctl(struct ntrdma_ring *r)
 {
@@ -584,7 +607,7 @@ static inline void *ntrdma_ring_slot(struct ntrdma_ring *r, u32 idx)
 		(size_t)(idx & (r->entries - 1)) * r->stride;
 }
 
-/* ntrdma_mem.c */
+/* ntrdma_mr.c */
 int ntrdma_mem_init(struct ntrdma_ib *nib);
 void ntrdma_mem_fini(struct ntrdma_ib *nib);
 int ntrdma_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata);

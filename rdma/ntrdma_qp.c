@@ -5,15 +5,15 @@
  * Objects and the state machine: every transition and attribute mask is
  * checked with ib_modify_qp_is_ok() as real HCAs do, then every attribute
  * value is range-checked. SQ and RQ are rings of fixed-size WQEs in
- * vmalloc_user memory that userspace maps (ntrdma_abi.h): the provider
+ * vmalloc_user memory that userspace maps (ntrdma-abi.h): the provider
  * writes WQEs and the producer index; the kernel will copy each WQE out
  * of the ring and validate it (keys, PD, access, lengths) before any data
- * moves (ntrdma_req.c requester, ntrdma_resp.c responder, over the
- * verbs transport of ntrdma_vx.c). post_send is the doorbell; it returns
- * -EINVAL in RESET, INIT and RTR. Entering ERR flushes every posted WQE to
- * its CQ with IB_WC_WR_FLUSH_ERR (the one that failed first with its own
- * status), and work posted in ERR completes at once the same way, as the IB
- * spec demands.
+ * moves (ntrdma_req.c and ntrdma_comp.c requester, ntrdma_resp.c
+ * responder, over the verbs transport of ntrdma_transport.c). post_send
+ * is the doorbell; it returns -EINVAL in RESET, INIT and RTR. Entering
+ * ERR flushes every posted WQE to its CQ with IB_WC_WR_FLUSH_ERR (the one
+ * that failed first with its own status), and work posted in ERR
+ * completes at once the same way, as the IB spec demands.
  */
 
 #include <linux/slab.h>
@@ -309,7 +309,7 @@ static void ntrdma_sq_flush_ring(struct ntrdma_qp *qp)
 
 /*
  * Flush the RQ (QP in ERR). The provider sees the flag and rings the
- * POST_SEND doorbell for receives it posts from now on (ntrdma_abi.h).
+ * POST_SEND doorbell for receives it posts from now on (ntrdma-abi.h).
  * SRQ WQEs are not this QP's to flush.
  */
 static void ntrdma_rq_flush(struct ntrdma_qp *qp)

@@ -506,7 +506,10 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	resp_ack(qp, h->msn);
 	qp->resp_msn = (qp->resp_msn + 1) & NTRDMA_VX_MSN_MASK;
 kick:
-	/* The answers leave at the end of the receive pass (ntrdma_vx.c). */
+	/*
+	 * The answers leave at the end of the receive pass
+	 * (ntrdma_transport.c).
+	 */
 out:
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 }

@@ -2,7 +2,7 @@
 /*
  * NTRDMA verbs face: shared receive queues (basic SRQs).
  *
- * An SRQ is a ring of struct ntrdma_recv_wqe like a QP's RQ (ntrdma_abi.h):
+ * An SRQ is a ring of struct ntrdma_recv_wqe like a QP's RQ (ntrdma-abi.h):
  * the provider writes WQEs and the producer index, the engine will consume
  * them for every QP attached to the SRQ, copying each WQE out of the ring
  * and validating it before use. The limit (IB_SRQ_LIMIT) arms one

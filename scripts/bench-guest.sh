@@ -188,7 +188,7 @@ doorbell_run() {
 	NOTE="ntb_pingpong delay_ms=0: $n round trips in $(((t1 - t0) / 1000000)) ms"
 }
 
-# ---- link limit: the copy probe of ntb_hw_ivshmem (ntb_hw/ivprobe.c) -----------
+# ---- link limit: the copy probe of ntb_hw_ivshmem (ntb_hw/ntb_hw_ivshmem_probe.c) ---
 # By CPU into the peer's MW 0 (what ntb_transport uses) or, through
 # the flat window, into 4 MiB the peer exported (what ntrdma uses), by CPU or
 # by the port's DMA engine. Unlike ntb_perf it keeps source and window apart
@@ -258,7 +258,8 @@ copy_rate() {
 }
 
 # ---- the stock tool: ntb_perf (CPU copy) ---------------------------------------
-# Shown for comparison; it swings ~14x under TCG (ntb_hw/ivprobe.c says why).
+# Shown for comparison; it swings ~14x under TCG (ntb_hw/ntb_hw_ivshmem_probe.c
+# says why).
 ntb_perf_run() {
 	local dev run out
 	hw_mode 0 || { NOTE="ntb_hw_ivshmem flat_window=0 did not come up"; return 1; }

@@ -6,7 +6,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CP=$ROOT/build/linux-src/scripts/checkpatch.pl
 [ -x "$CP" ] || "$ROOT/scripts/build-kernel-ext.sh" >/dev/null
 mapfile -t files < <(cd "$ROOT" && git ls-files -co --exclude-standard \
-	'ntb_hw/*.[ch]' 'rdma/*.[ch]' 'net/*.[ch]' \
+	'ntb_hw/*.[ch]' 'rdma/*.[ch]' 'net/*.[ch]' 'include/uapi/rdma/*.h' \
 	'selftests/kverbs/*.[ch]' | grep -v '^rdma/provider/')
 [ ${#files[@]} -gt 0 ] || exit 0
 cd "$ROOT"

@@ -28,7 +28,8 @@ MAINT="NTRDMA authors <ntrdma@invalid>"
 kernel_files() {
 	git -C "$ROOT" ls-files Makefile Kbuild Kconfig LICENSE README.md \
 		ntb_hw/Kbuild ntb_hw/Kconfig 'ntb_hw/*.[ch]' rdma/Kconfig 'rdma/*.[ch]' \
-		'net/*.[ch]' selftests/kverbs/Kconfig scripts/build-kernel-ext.sh scripts/kver.sh |
+		'net/*.[ch]' 'include/uapi/rdma/*.h' selftests/kverbs/Kconfig \
+		scripts/build-kernel-ext.sh scripts/kver.sh |
 		grep -v -e '^rdma/provider/' -e '^rdma/tests/' -e '^ntb_hw/ivshmem_server/'
 }
 

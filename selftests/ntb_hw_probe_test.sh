@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
-# The emulated NTB's copy-rate probe (ntb_hw/ivprobe.c, make bench's link
-# limit): copies into the peer's MW 0 and, through the flat window, into
+# The emulated NTB's copy-rate probe (ntb_hw/ntb_hw_ivshmem_probe.c, make
+# bench's link limit): copies into the peer's MW 0 and, through the flat window, into
 # pages the peer exported, by CPU or by the port's DMA engine; refuses the flat copy without an export and any
 # copy while a client owns the NTB. Needs the flat window (--flat 1).
 . "$(dirname "$0")/lib/ktap.sh"

@@ -2,7 +2,7 @@
 /*
  * libntrdma: the rdma-core userspace provider for NTRDMA verbs devices
  * (ntrdma%d). Control verbs go through ibv_cmd_*; queues are rings in kernel
- * memory mapped here (ntrdma_abi.h): poll_cq and post_recv run without system
+ * memory mapped here (ntrdma-abi.h): poll_cq and post_recv run without system
  * calls, post_send writes WQEs into the mapped SQ and enters the kernel only
  * to ring the doorbell, req_notify_cq sets the CQ's arm word.
  *
@@ -496,7 +496,7 @@ static int ntr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	rc = ring_post_recv(&qp->rq, &qp->rq_lock, qp->max_recv_sge, wr,
 			    bad_wr);
-	/* The QP is in ERR: the kernel flushes what we posted (ntrdma_abi.h). */
+	/* The QP is in ERR: the kernel flushes what we posted (ntrdma-abi.h). */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&ring_ctl(&qp->rq)->arm, __ATOMIC_ACQUIRE) ==
 	    NTRDMA_RING_FLUSH)
@@ -596,7 +596,7 @@ void ntr_set_ud_addr(struct ntrdma_send_wqe *wqe, struct ibv_ah *ah,
 }
 
 /**
- * ntr_set_bind() - a BIND_MW WQE (ntrdma_abi.h: how the kernel reads it)
+ * ntr_set_bind() - a BIND_MW WQE (ntrdma-abi.h: how the kernel reads it)
  * @wqe: the WQE
  * @mw: the window (its current key names it)
  * @rkey: the key it takes
@@ -721,7 +721,7 @@ static int ntr_destroy_ah(struct ibv_ah *ibah)
  * @start: the producer index before them
  * @prod: after them
  *
- * One system call as the doorbell, only when needed (ntrdma_abi.h).
+ * One system call as the doorbell, only when needed (ntrdma-abi.h).
  *
  * Return: 0, or the doorbell's error (then nothing was consumed and the
  * producer index is back at @start).

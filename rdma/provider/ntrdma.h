@@ -14,7 +14,7 @@
 #error "NTR_PRIVATE_ABI_H is not set: build the provider with rdma/provider/CMakeLists.txt"
 #endif
 #include NTR_PRIVATE_ABI_H
-#include "../ntrdma_abi.h"
+#include <rdma/ntrdma-abi.h>
 
 #define NTR_CMD(name, kcmd, drv)                                               \
 	struct name {                                                          \

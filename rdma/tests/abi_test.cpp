@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// The verbs user ABI (rdma/ntrdma_abi.h) is shared by the kernel and the
-// provider, which may be built at different times: its layout is frozen
-// here. Changing any of these numbers needs a new NTRDMA_UVERBS_ABI_VERSION.
+// The verbs user ABI (include/uapi/rdma/ntrdma-abi.h) is shared by the
+// kernel and the provider, which may be built at different times: its layout
+// is frozen here. Changing any of these numbers needs a new
+// NTRDMA_UVERBS_ABI_VERSION.
 
 #include <gtest/gtest.h>
 
 #include <cstddef>
 
 extern "C" {
-#include "ntrdma_abi.h"
+#include <rdma/ntrdma-abi.h>
 }
 
 namespace {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// Direct placement (rdma/ntrdma_rmr.c, rdma/ntrdma_export.c): RDMA WRITEs
-// land in the target MR without the target's CPU, in IB order, and never
-// after the MR was deregistered. Loop topology (both ends in this process).
+// Direct placement (rdma/ntrdma_place_remote.c,
+// rdma/ntrdma_place_export.c): RDMA WRITEs land in the target MR without the
+// target's CPU, in IB order, and never after the MR was deregistered. Loop
+// topology (both ends in this process).
 #include <arpa/inet.h>
 
 #include <atomic>
@@ -785,8 +786,8 @@ TEST_F(PlacementDma, SmallReadSeesTheLargeWriteBeforeIt) {
     }
 }
 
-// The emulated DMA engine's test knob (ntb_hw/ivdma.c): refuse every Nth
-// descriptor as a full ring does. False when it is not there.
+// The emulated DMA engine's test knob (ntb_hw/ntb_hw_ivshmem_dma.c): refuse
+// every Nth descriptor as a full ring does. False when it is not there.
 bool IvdmaRefuseEvery(unsigned int n) {
     std::ofstream f("/sys/module/ntb_hw_ivshmem/parameters/fail_prep_every");
     f << n << std::flush;

@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
+#include <rdma/ntrdma-abi.h>
 
 #include <array>
 #include <chrono>
@@ -34,7 +35,6 @@
 #include <string>
 #include <vector>
 
-#include "ntrdma_abi.h"
 #include "verbs_datapath.hpp"
 #include "verbs_util.hpp"
 

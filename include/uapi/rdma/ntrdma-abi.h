@@ -2,7 +2,9 @@
 /*
  * NTRDMA verbs user ABI: shared by the kernel driver (rdma/ntrdma_*.c) and
  * the userspace provider (rdma/provider/). Fixed-width types only; every
- * structure is padded to a multiple of 8 bytes.
+ * structure is padded to a multiple of 8 bytes. It lives where it would
+ * upstream (include/uapi/rdma/, as rdma_user_rxe.h and siw-abi.h do); both
+ * sides include it as <rdma/ntrdma-abi.h>.
  *
  * Queues live in kernel memory that the provider maps (mmap of the uverbs
  * file at the offset returned in the create response). A ring is a control

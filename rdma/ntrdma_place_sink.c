@@ -3,7 +3,7 @@
  * NTRDMA verbs face: READ sinks, the requester's side of a READ whose data
  * the responder writes straight into our destination pages, so that it
  * crosses the bridge once, as posted writes (ntrdma_push_read() in
- * ntrdma_rmr.c is the responder's side).
+ * ntrdma_place_remote.c is the responder's side).
  *
  * A READ_REQ names its sink: each piece of the destination SGEs (user MRs
  * only, whose pages our MR reference keeps pinned) mapped for the NTB

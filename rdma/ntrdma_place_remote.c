@@ -3,11 +3,12 @@
  * NTRDMA verbs face: direct placement, requester side. The peer exports
  * MRs (key, PD, access, iova range, the DMA addresses of their pages) and
  * QPs (PD, access, which of our QPs each talks to) over the command channel
- * (ntrdma_export.c is the exporting side); an RDMA WRITE whose every check
- * passes here is written straight into the target's pages through the
- * flat window, in the order of the verbs TQP, by its DMA channel or our
- * CPU (ntrdma_place.c): no receive buffer, no copy and no work on the
- * target.
+ * (ntrdma_place_export.c is the exporting side); an RDMA WRITE whose every
+ * check passes here is written straight into the target's pages through
+ * the flat window, in the order of the verbs TQP, by its DMA channel or
+ * our CPU (ntrdma_place.c): no receive buffer, no copy and no work on the
+ * target. The peer's exports are remote MRs: the functions and structures
+ * here keep the prefix ntrdma_rmr_.
  *
  * Everything the peer sends is checked first: sizes, counts, and every page
  * address against the window. A WRITE places only when the QP it goes to
@@ -17,7 +18,7 @@
  * path through the target, which answers with the IB error a HCA gives.
  *
  * READs: a small one is read through the window by our CPU (read_pull_max);
- * as responder, a READ whose READ_REQ named a sink (ntrdma_sink.c) is
+ * as responder, a READ whose READ_REQ named a sink (ntrdma_place_sink.c) is
  * written straight into the requester's pages (channel or CPU), while the
  * requester's QP is exported in the epoch the READ_REQ names, then a
  * notice follows in the TQP's order; otherwise its data is sent.
@@ -484,7 +485,7 @@ static int place_pieces(const struct ntrdma_rmr *rmr,
  * Place @n pieces of @w (its payload up to @c): by the CPU now, or on the
  * DMA channel holding the source MRs (those of the SGEs the pieces came
  * from), and then @w completes once the QP's segment count passes
- * w->seg_end (ntrdma_req.c). 0 or the error of ntrdma_vx_place().
+ * w->seg_end (ntrdma_comp.c). 0 or the error of ntrdma_vx_place().
  */
 static int place_chunk(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
 		       const struct place_cur *c,

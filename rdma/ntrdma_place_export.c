@@ -2,7 +2,7 @@
 /*
  * NTRDMA verbs face: direct placement, exporting side. Our user MRs with
  * remote write access and our connected QPs are made known to the peer
- * (ntrdma_rmr.c is the peer's side), so that its WRITEs land in the MR
+ * (ntrdma_place_remote.c is the peer's side), so that its WRITEs land in the MR
  * pages without our CPU.
  *
  * What is exported: an MR's key, PD number, access, iova range and the DMA
@@ -17,7 +17,7 @@
  * the peer provably stopped (it accepted a later session, which it does
  * only after its own end of the old one, or the device goes with the peer
  * quiet), so dereg returns with the pages pinned and the MR's last
- * reference frees it (the orphan rule of ntrdma_mem.c). An unanswered
+ * reference frees it (the orphan rule of ntrdma_mr.c). An unanswered
  * revocation ends the session.
  *
  * QPs: a QP is exported when it enters RTR or RTS (or its access or

@@ -8,6 +8,11 @@
  *
  * Everything the peer can write (its register block, our inbound register
  * block) is treated as untrusted: indices come from us, never from the peer.
+ *
+ * The module's files: this one (the NTB device: ntb_dev_ops, DMA mapping
+ * ops, PCI probe; functions prefixed ivntb_), ntb_hw_ivshmem_dma.c (the
+ * port's DMA engine, ivdma_) and ntb_hw_ivshmem_probe.c (the copy-rate
+ * probe, ivprobe_).
  */
 
 #include <linux/atomic.h>
@@ -22,8 +27,8 @@
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 
-#include "ivdma.h"
-#include "ivprobe.h"
+#include "ntb_hw_ivshmem_dma.h"
+#include "ntb_hw_ivshmem_probe.h"
 
 #define IVNTB_NAME		"ntb_hw_ivshmem"
 
@@ -956,7 +961,7 @@ static bool ivntb_peer_active(void *ctx)
 	return blk_read(iv->pblk, IVNTB_OFF_ENABLED) != 0;
 }
 
-/* The copy-rate probe (ivprobe.c); the port works without it. */
+/* The copy-rate probe (ntb_hw_ivshmem_probe.c); the port works without it. */
 static void ivntb_add_probe(struct ivntb_dev *iv)
 {
 	struct ivprobe_port port = {

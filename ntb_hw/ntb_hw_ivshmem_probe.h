@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * The emulated NTB's copy-rate probe (ivprobe.c): the link limit make bench
- * reads every byte rate against. Used by ivntb.c.
+ * The emulated NTB's copy-rate probe (ntb_hw_ivshmem_probe.c): the link
+ * limit make bench reads every byte rate against. Used by
+ * ntb_hw_ivshmem_main.c.
  */
-#ifndef IVPROBE_H
-#define IVPROBE_H
+#ifndef NTB_HW_IVSHMEM_PROBE_H
+#define NTB_HW_IVSHMEM_PROBE_H
 
 #include <linux/device.h>
 #include <linux/ntb.h>
@@ -32,4 +33,4 @@ struct ivprobe *ivprobe_create(const struct ivprobe_port *port,
 			       struct dentry *root);
 void ivprobe_destroy(struct ivprobe *p);
 
-#endif /* IVPROBE_H */
+#endif /* NTB_HW_IVSHMEM_PROBE_H */

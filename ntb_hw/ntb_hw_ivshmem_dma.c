@@ -31,7 +31,7 @@
 #include <linux/sysfs.h>
 #include <linux/workqueue.h>
 
-#include "ivdma.h"
+#include "ntb_hw_ivshmem_dma.h"
 
 static unsigned int fail_prep_every;
 module_param(fail_prep_every, uint, 0644);

@@ -3,7 +3,8 @@
  * NTRDMA verbs face: the verbs transport. Every RC QP of the device talks
  * to its peer QP through one engine TQP (NTRDMA_TQP_VERBS), multiplexed by
  * the destination QP number in each segment's header (struct ntrdma_vx_hdr
- * in ntrdma_verbs_wire.h).
+ * in ntrdma_verbs_wire.h). Its functions and structures keep the short
+ * prefix ntrdma_vx_ (verbs transport).
  *
  * Send: a segment is a header slot of the QP (header plus inline data), then
  * payload straight from the pages of the MRs the WQE named (zero copy on
@@ -15,7 +16,7 @@
  * at the first session) are posted to the peer. A work item polls them,
  * copies the header out of the buffer (the peer may still write it),
  * checks it, hands the segment to the QP
- * (ntrdma_resp.c as responder, ntrdma_req.c as requester), which checks
+ * (ntrdma_resp.c as responder, ntrdma_comp.c as requester), which checks
  * keys, PD, access and ranges against its own tables before copying the
  * payload out, and posts the buffer again.
  * Adaptive polling (rx_poll_us): after a pass that received something the
@@ -427,7 +428,7 @@ static void vx_meta_drop(struct ntrdma_seg_meta *m)
 
 /**
  * ntrdma_vx_place() - direct placement for @qp, in the verbs TQP's order
- * @qp: the QP (sq_lock held; ntrdma_rmr.c)
+ * @qp: the QP (sq_lock held; ntrdma_place_remote.c)
  * @pc: the pieces
  * @n: how many
  * @mr: the MRs whose pages @pc reads: the DMA channel may copy, holding

@@ -46,7 +46,7 @@
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 
-#include "ivprobe.h"
+#include "ntb_hw_ivshmem_probe.h"
 
 static unsigned int copy_probe_mib = 128;
 module_param(copy_probe_mib, uint, 0644);
