@@ -24,9 +24,10 @@ ARCH=$(dpkg --print-architecture)
 MULTIARCH=$(gcc -print-multiarch)
 MAINT="NTRDMA authors <ntrdma@invalid>"
 
-# kernel_files: what DKMS needs to build the modules (no provider, no tests).
+# kernel_files: what DKMS needs to build the modules (no provider, no tests),
+# and the docs the README points to.
 kernel_files() {
-	git -C "$ROOT" ls-files Makefile Kbuild Kconfig LICENSE README.md \
+	git -C "$ROOT" ls-files Makefile Kbuild Kconfig LICENSE README.md 'doc/*.md' \
 		ntb_hw/Kbuild ntb_hw/Kconfig 'ntb_hw/*.[ch]' rdma/Kconfig 'rdma/*.[ch]' \
 		'net/*.[ch]' 'include/uapi/rdma/*.h' selftests/kverbs/Kconfig \
 		scripts/build-kernel-ext.sh scripts/kver.sh |
