@@ -3,7 +3,8 @@
 // The DataPath fixture of the verbs suite: two ends (requester on
 // NTRDMA_IBDEV, responder on NTRDMA_PEER_IBDEV, both in this process), RC
 // connections between them, registered buffers; everything created through
-// it is destroyed in TearDown. Shared by verbs_test.cpp and the user fuzzer.
+// it is destroyed in TearDown. Shared by the suite's files and the user
+// fuzzer.
 #ifndef NTRDMA_VERBS_DATAPATH_HPP
 #define NTRDMA_VERBS_DATAPATH_HPP
 
