@@ -101,9 +101,7 @@ TEST_F(DataPath, SendBurstInOrder) {
         ASSERT_EQ(PostRecv(c.b, i, {dst->sge(size_t{len} * i, len)}), 0) << i;
     }
     for (int i = 0; i < n; i++) {
-        Wr w;
-        w.wr_id = i;
-        w.sge = {src->sge(size_t{len} * i, len)};
+        Wr w = SendWr(i, src->sge(size_t{len} * i, len));
         ASSERT_EQ(Post(c.a, w), 0) << i;
     }
     std::vector<ibv_wc> s = PollCq(a_.scq, n, 20000);
@@ -207,12 +205,7 @@ TEST_F(DataPath, PostSendChainStopsAtBadWr) {
     Fill(src->p(), src->mem.size(), 900);
     std::vector<Wr> ws;
     for (int i = 0; i < 6; i++) {
-        Wr w;
-        w.op = IBV_WR_RDMA_WRITE;
-        w.wr_id = i;
-        w.sge = {src->sge(64 * i, 64)};
-        w.raddr = dst->addr(64 * i);
-        w.rkey = dst->mr->rkey;
+        Wr w = WriteWr(i, src->sge(64 * i, 64), dst, 64 * i);
         ws.push_back(w);
     }
     ws[3].sge.clear();
@@ -304,9 +297,7 @@ TEST_F(DataPath, ManyQpsInterleaved) {
     }
     for (int m = 0; m < nm; m++) {
         for (int q = 0; q < nq; q++) {
-            Wr w;
-            w.wr_id = q * nm + m;
-            w.sge = {src->sge(slot(q, m), len - m)};
+            Wr w = SendWr(q * nm + m, src->sge(slot(q, m), len - m));
             ASSERT_EQ(Post(cs[q].a, w), 0);
         }
     }
@@ -450,9 +441,7 @@ TEST_F(DataPath, UserScribbledRingIndicesHarmOnlyTheirQp) {
             }
         }
         Wr w = WriteWr(100 + round, src->sge(0, 64), dst);
-        Wr snd;
-        snd.wr_id = 200 + round;
-        snd.sge = {src->sge(0, 64)};
+        Wr snd = SendWr(200 + round, src->sge(0, 64));
         // These may fail: the user broke its own rings.
         PostChain(victim.a, {w, snd});
         PostSrqRecv(spec.srq_b, 300 + round, {dst->sge(0, 64)});

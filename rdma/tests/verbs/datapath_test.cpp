@@ -54,9 +54,7 @@ TEST_F(DataPath, SendRecvSizes) {
         Fill(src->p(), len, len);
         std::memset(dst->p(), 0xEE, len + 64);
         ASSERT_EQ(PostRecv(c.b, id, {dst->sge(0, len + 64)}), 0);
-        Wr w;
-        w.wr_id = id + 1;
-        w.sge = {src->sge(0, len)};
+        Wr w = SendWr(id + 1, src->sge(0, len));
         ASSERT_EQ(Post(c.a, w), 0);
         std::vector<ibv_wc> s = PollCq(a_.scq, 1);
         ASSERT_EQ(s.size(), 1u) << "no requester completion";
@@ -125,12 +123,7 @@ TEST_F(DataPath, RdmaWriteSizes) {
         Buf* rbuf = Reg(b_, 64, kLocal);
         ASSERT_FALSE(HasFailure());
         ASSERT_EQ(PostRecv(c.b, 77, {rbuf->sge(0, 64)}), 0);
-        Wr w;
-        w.op = IBV_WR_RDMA_WRITE;
-        w.wr_id = len;
-        w.sge = {src->sge(0, len)};
-        w.raddr = dst->addr(64);
-        w.rkey = dst->mr->rkey;
+        Wr w = WriteWr(len, src->sge(0, len), dst, 64);
         ASSERT_EQ(Post(c.a, w), 0);
         std::vector<ibv_wc> s = PollCq(a_.scq, 1);
         ASSERT_EQ(s.size(), 1u);
@@ -203,12 +196,7 @@ TEST_F(DataPath, RdmaReadSizes) {
         ASSERT_FALSE(HasFailure());
         Fill(src->p(), len, len + 2);
         std::memset(dst->p(), 0xEE, len + 64);
-        Wr w;
-        w.op = IBV_WR_RDMA_READ;
-        w.wr_id = len;
-        w.sge = {dst->sge(0, len)};
-        w.raddr = src->addr();
-        w.rkey = src->mr->rkey;
+        Wr w = ReadWr(len, dst->sge(0, len), src);
         ASSERT_EQ(Post(c.a, w), 0);
         std::vector<ibv_wc> s = PollCq(a_.scq, 1);
         ASSERT_EQ(s.size(), 1u);
@@ -489,9 +477,7 @@ TEST_F(DataPath, SrqReceivesInOrder) {
         ASSERT_EQ(PostSrqRecv(srq, 1000 + i, {dst->sge(256 * i, 256)}), 0);
     }
     for (int i = 0; i < n; i++) {
-        Wr w;
-        w.wr_id = i;
-        w.sge = {src->sge(256 * i, 100 + i)};
+        Wr w = SendWr(i, src->sge(256 * i, 100 + i));
         ASSERT_EQ(Post(c.a, w), 0);
     }
     std::vector<ibv_wc> sw = PollCq(a_.scq, n);
@@ -545,9 +531,7 @@ TEST_F(DataPath, UnsignalledWritesThenSignalledSend) {
     for (const Wr& x : ws) {
         ASSERT_EQ(Post(c.a, x), 0);
     }
-    Wr send;
-    send.wr_id = 200;
-    send.sge = {msg->sge(0, 16)};
+    Wr send = SendWr(200, msg->sge(0, 16));
     ASSERT_EQ(Post(c.a, send), 0);
     std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
     ASSERT_EQ(r.size(), 1u);
@@ -595,12 +579,7 @@ TEST_F(DataPath, UnsignalledWritesLandInPostingOrder) {
         w.raddr = dst->addr(piece * i);
         ASSERT_EQ(Post(c.a, w), 0);
     }
-    Wr rd;
-    rd.op = IBV_WR_RDMA_READ;
-    rd.wr_id = 2;
-    rd.sge = {back->sge(0, big)};
-    rd.raddr = dst->addr();
-    rd.rkey = dst->mr->rkey;
+    Wr rd = ReadWr(2, back->sge(0, big), dst);
     ASSERT_EQ(Post(c.a, rd), 0);
     std::vector<ibv_wc> s = PollCq(a_.scq, 2);
     ASSERT_EQ(s.size(), 2u);

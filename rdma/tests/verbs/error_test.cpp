@@ -41,12 +41,8 @@ TEST_F(DataPath, ErrBadLkeyOnSend) {
     Conn c = Connect();
     Buf* src = Reg(a_, 64, kLocal);
     ASSERT_FALSE(HasFailure());
-    Wr w;
-    w.wr_id = 5;
-    w.sge = {ibv_sge{src->addr(), 64, src->mr->lkey ^ 0x5a5a00}};
-    Wr next;
-    next.wr_id = 6;
-    next.sge = {src->sge(0, 64)};
+    Wr w = SendWr(5, ibv_sge{src->addr(), 64, src->mr->lkey ^ 0x5a5a00});
+    Wr next = SendWr(6, src->sge(0, 64));
     ASSERT_EQ(PostChain(c.a, {w, next}), 0);
     ASSERT_NO_FATAL_FAILURE(ExpectRequesterError(c, IBV_WC_LOC_PROT_ERR, 5, 1));
 }
@@ -76,9 +72,7 @@ TEST_F(DataPath, ErrLkeyOfOtherPd) {
     ASSERT_NE(other, nullptr);
     Buf* src = Reg(a_, 64, kLocal, other);
     ASSERT_FALSE(HasFailure());
-    Wr w;
-    w.wr_id = 5;
-    w.sge = {src->sge(0, 64)};
+    Wr w = SendWr(5, src->sge(0, 64));
     ASSERT_EQ(Post(c.a, w), 0);
     ASSERT_NO_FATAL_FAILURE(ExpectRequesterError(c, IBV_WC_LOC_PROT_ERR, 5));
 }
@@ -208,9 +202,7 @@ TEST_F(DataPath, ErrRecvBufferTooSmall) {
     Buf* dst = Reg(b_, 64, kLocal);
     ASSERT_FALSE(HasFailure());
     ASSERT_EQ(PostRecv(c.b, 1, {dst->sge(0, 16)}), 0);
-    Wr w;
-    w.wr_id = 5;
-    w.sge = {src->sge(0, 64)};
+    Wr w = SendWr(5, src->sge(0, 64));
     ASSERT_EQ(Post(c.a, w), 0);
     std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
     ASSERT_EQ(r.size(), 1u);

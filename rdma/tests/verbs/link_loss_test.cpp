@@ -54,11 +54,7 @@ TEST_F(VerbsLinkLoss, LinkLossMakesConnectedQpsFatal) {
     }
     ibv_cq* rcq = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
     ASSERT_NE(rcq, nullptr);
-    RcQpSpec a;
-    a.recv_cq = rcq;
-    a.max_send_wr = 4;
-    a.max_recv_wr = 4;
-    ibv_qp* qp = CreateRcQp(a);
+    ibv_qp* qp = CreateRcQpOn(rcq, 4, 4);
     ASSERT_NE(qp, nullptr);
     ibv_qp* idle = CreateRcQp();  // stays in RESET: not connected
     ASSERT_NE(idle, nullptr);
@@ -70,7 +66,7 @@ TEST_F(VerbsLinkLoss, LinkLossMakesConnectedQpsFatal) {
     across.dgid.raw[15] = 0x01;
     ASSERT_EQ(QpToRtr(qp, across), 0);
     ASSERT_EQ(ToRts(qp), 0);
-    ibv_qp* lo = CreateRcQp(a);  // connected to itself: loopback
+    ibv_qp* lo = CreateRcQpOn(rcq, 4, 4);  // connected to itself: loopback
     ASSERT_NE(lo, nullptr);
     ASSERT_EQ(ToInit(lo), 0);
     ASSERT_EQ(ToRtr(lo, lo->qp_num), 0);
@@ -79,12 +75,7 @@ TEST_F(VerbsLinkLoss, LinkLossMakesConnectedQpsFatal) {
     ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
     ASSERT_NE(mr, nullptr);
     ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 64, mr->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = 7;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    ASSERT_EQ(ibv_post_recv(qp, &wr, &bad), 0);
+    ASSERT_EQ(PostRecv(qp, 7, {sge}), 0);
 
     ASSERT_EQ(std::system(down), 0) << down;
     EXPECT_TRUE(WaitAsyncEvent(ctx_, IBV_EVENT_QP_FATAL, 10000, qp));
@@ -100,12 +91,9 @@ TEST_F(VerbsLinkLoss, LinkLossMakesConnectedQpsFatal) {
 
     // the loopback QP: still RTS, and a SEND to itself lands, link down
     EXPECT_EQ(State(lo), IBV_QPS_RTS);
-    wr.wr_id = 8;
     sge.addr += 64;
-    ASSERT_EQ(ibv_post_recv(lo, &wr, &bad), 0);
-    Wr send;
-    send.wr_id = 9;
-    send.sge = {ibv_sge{reinterpret_cast<uintptr_t>(buf.data()) + 128, 64, mr->lkey}};
+    ASSERT_EQ(PostRecv(lo, 8, {sge}), 0);
+    Wr send = SendWr(9, ibv_sge{reinterpret_cast<uintptr_t>(buf.data()) + 128, 64, mr->lkey});
     ASSERT_EQ(Post(lo, send), 0);
     std::vector<ibv_wc> got = PollCq(cq_, 1);
     ASSERT_EQ(got.size(), 1u) << "loopback SEND with the link down";

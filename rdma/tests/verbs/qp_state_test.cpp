@@ -216,11 +216,7 @@ TEST_F(Verbs, ErrFlushesPostedWorkWithEvent) {
     ASSERT_NE(ch, nullptr);
     ibv_cq* rcq = ibv_create_cq(ctx_, 16, nullptr, ch, 0);
     ASSERT_NE(rcq, nullptr);
-    RcQpSpec a;
-    a.recv_cq = rcq;
-    a.max_send_wr = 4;
-    a.max_recv_wr = 8;
-    ibv_qp* qp = CreateRcQp(a);
+    ibv_qp* qp = CreateRcQpOn(rcq, 4, 8);
     ASSERT_NE(qp, nullptr);
     ASSERT_EQ(ToInit(qp), 0);
     std::vector<char> buf(4096);
@@ -275,12 +271,7 @@ TEST_F(Verbs, ErrFlushesPostedWorkWithEvent) {
     EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);
 
     // Receives posted in ERR complete at once too, flushed (to the recv CQ).
-    ibv_recv_wr rwr{};
-    rwr.wr_id = 300;
-    rwr.sg_list = &sge;
-    rwr.num_sge = 1;
-    ibv_recv_wr* rbad = nullptr;
-    ASSERT_EQ(ibv_post_recv(qp, &rwr, &rbad), 0);
+    ASSERT_EQ(PostRecv(qp, 300, {sge}), 0);
     ASSERT_EQ(ibv_poll_cq(rcq, 8, wc), 1) << "a receive posted in ERR was not flushed";
     EXPECT_EQ(wc[0].wr_id, 300u);
     EXPECT_EQ(wc[0].status, IBV_WC_WR_FLUSH_ERR);

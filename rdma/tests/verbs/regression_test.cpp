@@ -63,9 +63,7 @@ TEST_F(DataPath, ReservedLkeysRejected) {
         {  // send SGE
             Conn c = Connect();
             ASSERT_FALSE(HasFailure());
-            Wr w;
-            w.wr_id = 5;
-            w.sge = {ibv_sge{canary_a->addr(), 64, key}};
+            Wr w = SendWr(5, ibv_sge{canary_a->addr(), 64, key});
             ASSERT_EQ(Post(c.a, w), 0);
             ASSERT_NO_FATAL_FAILURE(ExpectRequesterError(c, IBV_WC_LOC_PROT_ERR, 5));
         }
@@ -73,9 +71,7 @@ TEST_F(DataPath, ReservedLkeysRejected) {
             Conn c = Connect();
             ASSERT_FALSE(HasFailure());
             ASSERT_EQ(PostRecv(c.b, 1, {ibv_sge{canary_b->addr(), 64, key}}), 0);
-            Wr w;
-            w.wr_id = 5;
-            w.sge = {src->sge(0, 64)};
+            Wr w = SendWr(5, src->sge(0, 64));
             ASSERT_EQ(Post(c.a, w), 0);
             std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
             ASSERT_EQ(r.size(), 1u) << "no responder completion";
@@ -109,12 +105,7 @@ TEST_F(DataPath, SqOverflowRefused) {
     Fill(src->p(), src->mem.size(), 31);
     std::vector<Wr> ws;
     for (uint32_t i = 0; i < depth * 4; i++) {
-        Wr w;
-        w.op = IBV_WR_RDMA_WRITE;
-        w.wr_id = i;
-        w.sge = {src->sge(64 * i, 64)};
-        w.raddr = dst->addr(64 * i);
-        w.rkey = dst->mr->rkey;
+        Wr w = WriteWr(i, src->sge(64 * i, 64), dst, 64 * i);
         ws.push_back(w);
     }
     size_t nbad = 0;

@@ -45,9 +45,7 @@ TEST_F(DataPath, RnrRetryUntilReceivePosted) {
     Buf* dst = Reg(b_, 64, kLocal);
     ASSERT_FALSE(HasFailure());
     Fill(src->p(), 64, 11);
-    Wr w;
-    w.wr_id = 5;
-    w.sge = {src->sge(0, 64)};
+    Wr w = SendWr(5, src->sge(0, 64));
     ASSERT_EQ(Post(c.a, w), 0);
     EXPECT_EQ(Drain(a_.scq, 200).size(), 0u) << "completed with no receive posted";
     ASSERT_EQ(PostRecv(c.b, 1, {dst->sge(0, 64)}), 0);
@@ -67,9 +65,7 @@ TEST_F(DataPath, RnrRetryExceeded) {
     Conn c = Connect(cs);
     Buf* src = Reg(a_, 64, kLocal);
     ASSERT_FALSE(HasFailure());
-    Wr w;
-    w.wr_id = 5;
-    w.sge = {src->sge(0, 64)};
+    Wr w = SendWr(5, src->sge(0, 64));
     ASSERT_EQ(Post(c.a, w), 0);
     ASSERT_NO_FATAL_FAILURE(ExpectRequesterError(c, IBV_WC_RNR_RETRY_EXC_ERR, 5));
 }
@@ -83,9 +79,7 @@ TEST_F(DataPath, NothingAfterALocalErrorReachesThePeer) {
     Buf* dst = Reg(b_, 192, kLocal);
     ASSERT_FALSE(HasFailure());
     Fill(src->p(), 192, 5);
-    Wr first;
-    first.wr_id = 1;
-    first.sge = {src->sge(0, 64)};
+    Wr first = SendWr(1, src->sge(0, 64));
     Wr bad = first;
     bad.wr_id = 2;
     bad.sge = {src->sge(64, 64)};
@@ -175,13 +169,7 @@ class AckTimeout : public DataPath {
 
     // A 4 KiB READ of @remote into @local.
     static Wr ReadWr(uint64_t wr_id, const Buf* local, const Buf* remote) {
-        Wr w;
-        w.op = IBV_WR_RDMA_READ;
-        w.wr_id = wr_id;
-        w.sge = {local->sge(0, 4096)};
-        w.raddr = remote->addr();
-        w.rkey = remote->mr->rkey;
-        return w;
+        return ntv::ReadWr(wr_id, local->sge(0, 4096), remote);
     }
 
     ibv_qp* a_qp_ = nullptr;
@@ -235,9 +223,7 @@ TEST_F(AckTimeout, SendToPeerQpNotYetReadyIsRetried) {
     Fill(src->p(), 256, 9);
     ASSERT_EQ(ToRtr(a_qp_, b_, b_qp_->qp_num), 0);
     ASSERT_EQ(ToRts(a_qp_, 7), 0);
-    Wr w;
-    w.wr_id = 2;
-    w.sge = {src->sge(0, 256)};
+    Wr w = SendWr(2, src->sge(0, 256));
     ASSERT_EQ(Post(a_qp_, w), 0);  // the responder is still in INIT
     std::this_thread::sleep_for(milliseconds(300));
     ASSERT_EQ(PostRecv(b_qp_, 3, {dst->sge(0, 256)}), 0);

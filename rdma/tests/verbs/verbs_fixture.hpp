@@ -77,6 +77,15 @@ class Verbs : public ::testing::Test {
         return CreateRcQp(s);
     }
 
+    // An RC QP made by CreateRcQp whose receives complete on @rcq.
+    ibv_qp* CreateRcQpOn(ibv_cq* rcq, uint32_t send_wr, uint32_t recv_wr) {
+        RcQpSpec s;
+        s.recv_cq = rcq;
+        s.max_send_wr = send_wr;
+        s.max_recv_wr = recv_wr;
+        return CreateRcQp(s);
+    }
+
     // Destroy a QP made by CreateRcQp (the rest go in TearDown).
     int DestroyQp(ibv_qp* qp) {
         std::erase(qps_, qp);

@@ -261,6 +261,14 @@ struct Wr {
     uint64_t swap = 0;
 };
 
+// A signalled SEND of @sge.
+inline Wr SendWr(uint64_t wr_id, ibv_sge sge) {
+    Wr w;
+    w.wr_id = wr_id;
+    w.sge = {sge};
+    return w;
+}
+
 // A signalled RDMA WRITE of @sge to the start of @dst (at @dst_off).
 inline Wr WriteWr(uint64_t wr_id, ibv_sge sge, const Buf* dst, size_t dst_off = 0) {
     Wr w;
