@@ -189,9 +189,7 @@ TEST_F(Verbs, QpPostRecvUntilFull) {
     ibv_qp_init_attr init{};
     ASSERT_EQ(ibv_query_qp(qp, &attr, IBV_QP_CAP, &init), 0);
     ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 64, mr->lkey};
-    ibv_recv_wr wr{};
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+    ibv_recv_wr wr = RecvWr(&sge);
     ibv_recv_wr* bad = nullptr;
     for (uint32_t i = 0; i < init.cap.max_recv_wr; i++) {
         wr.wr_id = i;

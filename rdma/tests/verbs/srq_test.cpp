@@ -88,9 +88,7 @@ TEST_F(Verbs, SrqPostRecvUntilFullAndQpWithSrq) {
     ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
     ASSERT_NE(mr, nullptr);
     ibv_sge sge{reinterpret_cast<uintptr_t>(buf.data()), 64, mr->lkey};
-    ibv_recv_wr wr{};
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+    ibv_recv_wr wr = RecvWr(&sge);
     ibv_recv_wr* bad = nullptr;
     for (uint32_t i = 0; i < init.attr.max_wr; i++) {
         ASSERT_EQ(ibv_post_srq_recv(srq, &wr, &bad), 0) << i;

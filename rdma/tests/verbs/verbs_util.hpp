@@ -333,6 +333,14 @@ inline int PostRecv(ibv_qp* qp, uint64_t wr_id, std::vector<ibv_sge> sge) {
     return ibv_post_recv(qp, &wr, &bad);
 }
 
+// A receive WR of the one SGE *sge (which must outlive it).
+inline ibv_recv_wr RecvWr(ibv_sge* sge) {
+    ibv_recv_wr wr{};
+    wr.sg_list = sge;
+    wr.num_sge = 1;
+    return wr;
+}
+
 inline int PostSrqRecv(ibv_srq* srq, uint64_t wr_id, std::vector<ibv_sge> sge) {
     ibv_recv_wr wr{};
     wr.wr_id = wr_id;
