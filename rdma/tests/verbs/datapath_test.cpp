@@ -82,10 +82,9 @@ TEST_F(DataPath, SendRecvSizes) {
 }
 
 TEST_F(DataPath, SendWithImm) {
-    Conn c = Connect();
-    Buf* src = Reg(a_, 100, kLocal);
-    Buf* dst = Reg(b_, 128, kLocal);
-    ASSERT_FALSE(HasFailure());
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &src, 100, &dst, 128, kLocal));
     Fill(src->p(), 100, 7);
     ASSERT_EQ(PostRecv(c.b, 1, {dst->sge(0, 128)}), 0);
     Wr w;
@@ -462,11 +461,9 @@ TEST_F(MultiSge, ReadScatter) {
 // ---- SRQ ----
 
 TEST_F(DataPath, SrqReceivesInOrder) {
-    ibv_srq* srq = CreateSrq(b_, 16, 1);
-    ASSERT_NE(srq, nullptr);
-    ConnSpec cs;
-    cs.srq_b = srq;
-    Conn c = Connect(cs);
+    Conn c;
+    ibv_srq* srq = nullptr;
+    ASSERT_NO_FATAL_FAILURE(ConnectOnSrq(&c, &srq));
     const int n = 8;
     Buf* src = Reg(a_, 256 * n, kLocal);
     Buf* dst = Reg(b_, 256 * n, kLocal);

@@ -214,12 +214,8 @@ TEST_F(DataPath, ErrRecvBufferTooSmall) {
 
 // ibv_post_send before RTS is refused: EINVAL and no completion.
 TEST_F(DataPath, ErrPostSendBeforeRts) {
-    RcQpSpec qs;
-    qs.send_cq = a_.scq;
-    qs.recv_cq = a_.rcq;
-    ibv_qp* qp = MakeRcQp(a_.pd, qs);
+    ibv_qp* qp = CreateQp(a_);
     ASSERT_NE(qp, nullptr);
-    qps_.push_back(qp);
     Buf* src = Reg(a_, 64, kLocal);
     ASSERT_FALSE(HasFailure());
     auto refused = [&](const char* st) {

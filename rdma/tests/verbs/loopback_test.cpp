@@ -194,12 +194,8 @@ TEST_F(Loopback, PeerSegmentsNeverReachALoopbackQp) {
 
     Side p;
     ASSERT_NO_FATAL_FAILURE(Open(peer, &p));
-    RcQpSpec qs;
-    qs.send_cq = p.scq;
-    qs.recv_cq = p.rcq;
-    ibv_qp* pq = MakeRcQp(p.pd, qs);
+    ibv_qp* pq = CreateQp(p);
     ASSERT_NE(pq, nullptr);
-    qps_.push_back(pq);
     Buf* src = Reg(p, 64, kLocal);
     ASSERT_FALSE(HasFailure());
     RtrSpec r;

@@ -155,10 +155,7 @@ class Placement : public DataPath {
     // A connection whose WRITEs from *src (a_, @len) to *dst (b_) are
     // placed directly (fatal failure otherwise).
     void ConnectDirect(size_t len, Conn* c, Buf** src, Buf** dst) {
-        *c = Connect();
-        *src = Reg(a_, len, kLocal);
-        *dst = Reg(b_, len, kRemoteAll);
-        ASSERT_FALSE(HasFailure());
+        ASSERT_NO_FATAL_FAILURE(ConnectBufs(c, src, len, dst, len, kRemoteAll));
         ASSERT_TRUE(WaitDirect(*c, *src, *dst)) << "no WRITE was placed directly in 5 s";
     }
 };

@@ -76,11 +76,9 @@ TEST_F(DataPath, SqdDeliversSqDrained) {
 // A QP on an SRQ entering ERR: IBV_EVENT_QP_LAST_WQE_REACHED (no receive
 // WQE of the SRQ will be taken by it any more), as kernel ULPs expect.
 TEST_F(DataPath, SrqQpToErrDeliversLastWqeReached) {
-    ibv_srq* srq = CreateSrq(b_, 16, 1);
-    ASSERT_NE(srq, nullptr);
-    ConnSpec cs;
-    cs.srq_b = srq;
-    Conn c = Connect(cs);
+    Conn c;
+    ibv_srq* srq = nullptr;
+    ASSERT_NO_FATAL_FAILURE(ConnectOnSrq(&c, &srq));
     ASSERT_FALSE(HasFailure());
     ASSERT_EQ(QpToState(c.b, IBV_QPS_ERR), 0);
     EXPECT_TRUE(WaitAsyncEvent(b_.ctx, IBV_EVENT_QP_LAST_WQE_REACHED, 5000, c.b))

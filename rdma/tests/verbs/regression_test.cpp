@@ -140,10 +140,9 @@ TEST_F(DataPath, SqOverflowRefused) {
 // 1000 wrong rkeys (random ones, and the right index with every other tag)
 // all fail with REM_ACCESS_ERR and write nothing.
 TEST_F(DataPath, GuessedRkeysRejected) {
-    Conn c = Connect();
-    Buf* local = Reg(a_, 64, kLocal);
-    Buf* remote = Reg(b_, 4096, kRemoteAll);
-    ASSERT_FALSE(HasFailure());
+    Conn c;
+    Buf *local, *remote;
+    ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &local, 64, &remote, 4096, kRemoteAll));
     Fill(local->p(), 64, 41);
     const uint32_t good = remote->mr->rkey;
     std::mt19937 rng(12345);

@@ -74,10 +74,9 @@ TEST_F(DataPath, RnrRetryExceeded) {
 // a receive (RNR NAKs): the SEND after it never reaches the peer. The
 // requester completes the first, then the error, and flushes the last.
 TEST_F(DataPath, NothingAfterALocalErrorReachesThePeer) {
-    Conn c = Connect();
-    Buf* src = Reg(a_, 192, kLocal);
-    Buf* dst = Reg(b_, 192, kLocal);
-    ASSERT_FALSE(HasFailure());
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &src, 192, &dst, 192, kLocal));
     Fill(src->p(), 192, 5);
     Wr first = SendWr(1, src->sge(0, 64));
     Wr bad = first;

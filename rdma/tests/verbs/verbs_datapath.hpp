@@ -208,6 +208,19 @@ class DataPath : public ::testing::Test {
         return std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
     }
 
+    // A lone RC QP of @s on its CQs (RcQpSpec's sizes), left in RESET;
+    // destroyed in TearDown. nullptr if refused.
+    ibv_qp* CreateQp(Side& s) {
+        RcQpSpec qs;
+        qs.send_cq = s.scq;
+        qs.recv_cq = s.rcq;
+        ibv_qp* qp = MakeRcQp(s.pd, qs);
+        if (qp) {
+            qps_.push_back(qp);
+        }
+        return qp;
+    }
+
     // A connected RC pair (RESET -> INIT -> RTR -> RTS on both ends).
     // Failures are recorded; check HasFailure() before use.
     Conn Connect(const ConnSpec& s = {}) {
@@ -253,6 +266,27 @@ class DataPath : public ::testing::Test {
         EXPECT_EQ(QpToRts(c.a, s.rnr_retry, rd_atom(a_.dev.max_qp_init_rd_atom)), 0);
         EXPECT_EQ(QpToRts(c.b, s.rnr_retry, rd_atom(b_.dev.max_qp_init_rd_atom)), 0);
         return c;
+    }
+
+    // Connect() and a buffer on each end: *src on the requester's (@src_len
+    // bytes, kLocal), *dst on the responder's (@dst_len, @dst_access). A
+    // fatal failure if any of it failed.
+    void ConnectBufs(Conn* c, Buf** src, size_t src_len, Buf** dst, size_t dst_len,
+                     int dst_access) {
+        *c = Connect();
+        *src = Reg(a_, src_len, kLocal);
+        *dst = Reg(b_, dst_len, dst_access);
+        ASSERT_FALSE(HasFailure());
+    }
+
+    // A connection whose responder receives from a new SRQ (16 WRs of one
+    // SGE), in *srq. A fatal failure without the SRQ.
+    void ConnectOnSrq(Conn* c, ibv_srq** srq) {
+        *srq = CreateSrq(b_, 16, 1);
+        ASSERT_NE(*srq, nullptr);
+        ConnSpec cs;
+        cs.srq_b = *srq;
+        *c = Connect(cs);
     }
 
     // The requester's first WC is an error of status st for wr_id, the
