@@ -338,10 +338,11 @@ class SameDevice : public DataPath {
     }
 };
 
-// The start addresses of this process's mappings of a uverbs device (the
-// rings the provider mapped), in /proc/self/maps order.
-inline std::set<uintptr_t> UverbsMappings() {
-    std::set<uintptr_t> out;
+// The lines of /proc/self/maps (read in pieces of at most 511 bytes) that
+// name a uverbs device: this process's mappings of one (the rings the
+// provider mapped), in order. None if the file cannot be read.
+inline std::vector<std::string> UverbsMapLines() {
+    std::vector<std::string> out;
     FILE* f = std::fopen("/proc/self/maps", "r");
     if (!f) {
         return out;
@@ -349,10 +350,19 @@ inline std::set<uintptr_t> UverbsMappings() {
     char line[512];
     while (std::fgets(line, sizeof(line), f)) {
         if (std::strstr(line, "uverbs")) {
-            out.insert(std::strtoull(line, nullptr, 16));
+            out.emplace_back(line);
         }
     }
     std::fclose(f);
+    return out;
+}
+
+// The start addresses of this process's mappings of a uverbs device.
+inline std::set<uintptr_t> UverbsMappings() {
+    std::set<uintptr_t> out;
+    for (const std::string& line : UverbsMapLines()) {
+        out.insert(std::strtoull(line.c_str(), nullptr, 16));
+    }
     return out;
 }
 
