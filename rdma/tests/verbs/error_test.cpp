@@ -50,10 +50,9 @@ TEST_F(DataPath, ErrBadLkeyOnSend) {
 TEST_F(DataPath, ErrSgeBeyondMr) {
     for (ibv_wr_opcode op : {IBV_WR_SEND, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ}) {
         SCOPED_TRACE("opcode " + std::to_string(op));
-        Conn c = Connect();
-        Buf* local = Reg(a_, 4096, kLocal);
-        Buf* remote = Reg(b_, 8192, kRemoteAll);
-        ASSERT_FALSE(HasFailure());
+        Conn c;
+        Buf *local, *remote;
+        ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &local, 4096, &remote, 8192, kRemoteAll));
         ASSERT_EQ(PostRecv(c.b, 1, {remote->sge(0, 8192)}), 0);
         Wr w;
         w.op = op;
@@ -80,10 +79,9 @@ TEST_F(DataPath, ErrLkeyOfOtherPd) {
 TEST_F(DataPath, ErrBadRkey) {
     for (ibv_wr_opcode op : {IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ}) {
         SCOPED_TRACE("opcode " + std::to_string(op));
-        Conn c = Connect();
-        Buf* local = Reg(a_, 64, kLocal);
-        Buf* remote = Reg(b_, 64, kRemoteAll);
-        ASSERT_FALSE(HasFailure());
+        Conn c;
+        Buf *local, *remote;
+        ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &local, 64, &remote, 64, kRemoteAll));
         Wr w;
         w.op = op;
         w.wr_id = 5;
@@ -107,10 +105,9 @@ TEST_F(DataPath, ErrRemoteRangeOverflow) {
                    Case{IBV_WR_RDMA_READ, true}, Case{IBV_WR_RDMA_READ, false}}) {
         SCOPED_TRACE(std::string(k.op == IBV_WR_RDMA_WRITE ? "WRITE" : "READ") +
                      (k.wrap ? " wrapping 2^64" : " past the end"));
-        Conn c = Connect();
-        Buf* local = Reg(a_, 64, kLocal);
-        Buf* remote = Reg(b_, 4096, kRemoteAll);
-        ASSERT_FALSE(HasFailure());
+        Conn c;
+        Buf *local, *remote;
+        ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &local, 64, &remote, 4096, kRemoteAll));
         Wr w;
         w.op = k.op;
         w.wr_id = 5;
@@ -177,10 +174,9 @@ TEST_F(DataPath, ErrRkeyOfMrInOtherPd) {
 }
 
 TEST_F(DataPath, ErrRkeyOfDeregisteredMr) {
-    Conn c = Connect();
-    Buf* local = Reg(a_, 64, kLocal);
-    Buf* remote = Reg(b_, 64, kRemoteAll);
-    ASSERT_FALSE(HasFailure());
+    Conn c;
+    Buf *local, *remote;
+    ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &local, 64, &remote, 64, kRemoteAll));
     const uint32_t rkey = remote->mr->rkey;
     ASSERT_EQ(Dereg(remote), 0);
     Wr w;
@@ -197,10 +193,9 @@ TEST_F(DataPath, ErrRkeyOfDeregisteredMr) {
 }
 
 TEST_F(DataPath, ErrRecvBufferTooSmall) {
-    Conn c = Connect();
-    Buf* src = Reg(a_, 64, kLocal);
-    Buf* dst = Reg(b_, 64, kLocal);
-    ASSERT_FALSE(HasFailure());
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &src, 64, &dst, 64, kLocal));
     ASSERT_EQ(PostRecv(c.b, 1, {dst->sge(0, 16)}), 0);
     Wr w = SendWr(5, src->sge(0, 64));
     ASSERT_EQ(Post(c.a, w), 0);

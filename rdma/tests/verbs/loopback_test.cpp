@@ -166,10 +166,9 @@ TEST_F(LoopbackOneContext, SendBetweenTwoQps) { SendChecked(Connect(), a_, 4096)
 // The responder's checks apply: a bad rkey fails the WRITE with
 // REM_ACCESS_ERR and puts both QPs in ERR.
 TEST_F(Loopback, BadRkeyIsARemoteAccessError) {
-    Conn c = Connect();
-    Buf* src = Reg(a_, 64, kLocal);
-    Buf* dst = Reg(b_, 64, kRemoteAll);
-    ASSERT_FALSE(HasFailure());
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &src, 64, &dst, 64, kRemoteAll));
     Wr w = WriteWr(1, src->sge(0, 64), dst);
     w.rkey ^= 0x80;  // another tag
     ASSERT_EQ(Post(c.a, w), 0);

@@ -101,10 +101,9 @@ class Placement : public DataPath {
         const size_t len = 16384;
         for (int round = 0; round < 10; round++) {
             SCOPED_TRACE("round " + std::to_string(round));
-            Conn c = Connect();
-            Buf* src = Reg(a_, len, kLocal);
-            Buf* dst = Reg(b_, len, kRemoteAll);
-            ASSERT_FALSE(HasFailure());
+            Conn c;
+            Buf *src, *dst;
+            ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &src, len, &dst, len, kRemoteAll));
             Fill(src->p(), len, round + 3);
             ASSERT_TRUE(WaitDirect(c, src, dst));
             for (int i = 0; i < 48; i++) {
