@@ -171,6 +171,18 @@ class AckTimeout : public DataPath {
         return ntv::ReadWr(wr_id, local->sge(0, 4096), remote);
     }
 
+    // The pair with a 4 KiB buffer on each end (*local of a_, *remote of
+    // b_), connected by ConnectSilent(@requester); then a READ of *remote
+    // into *local posted as @wr_id.
+    void SilentRead(const RtsSpec& requester, uint64_t wr_id, Buf** local, Buf** remote) {
+        ASSERT_NO_FATAL_FAILURE(MakePair());
+        *local = Reg(a_, 4096, kLocal);
+        *remote = Reg(b_, 4096, kRemoteAll);
+        ASSERT_FALSE(HasFailure());
+        ASSERT_NO_FATAL_FAILURE(ConnectSilent(requester));
+        ASSERT_EQ(Post(a_qp_, ReadWr(wr_id, *local, *remote)), 0);
+    }
+
     ibv_qp* a_qp_ = nullptr;
     ibv_qp* b_qp_ = nullptr;
 };
@@ -239,14 +251,10 @@ TEST_F(AckTimeout, SendToPeerQpNotYetReadyIsRetried) {
 // (retry_cnt + 1) ACK timeouts without progress the WQE fails with
 // RETRY_EXC_ERR, and the MRs it used deregister at once.
 TEST_F(AckTimeout, SilentResponderFailsRetryExceeded) {
-    ASSERT_NO_FATAL_FAILURE(MakePair());
-    Buf* src = Reg(a_, 4096, kLocal);
-    Buf* dst = Reg(b_, 4096, kRemoteAll);
-    ASSERT_FALSE(HasFailure());
+    Buf *src, *dst;
     RtsSpec t;
     t.retry_cnt = 1;
-    ASSERT_NO_FATAL_FAILURE(ConnectSilent(t));
-    ASSERT_EQ(Post(a_qp_, ReadWr(4, src, dst)), 0);
+    ASSERT_NO_FATAL_FAILURE(SilentRead(t, 4, &src, &dst));
     const long took = ExpectStatus(IBV_WC_RETRY_EXC_ERR, 20000);
     std::cout << "[ NOTE     ] RETRY_EXC_ERR after " << took << " ms\n";
     EXPECT_GE(took, 900) << "failed before two ACK timeouts (500 ms floor) passed";
@@ -262,14 +270,10 @@ TEST_F(AckTimeout, SilentResponderFailsRetryExceeded) {
 // process in D state; the READ's pages stay pinned until the QP lets go of
 // it (here: the flush when the QP enters ERR), never freed under it.
 TEST_F(AckTimeout, DeregUnderEndlessReadReturnsInBoundedTime) {
-    ASSERT_NO_FATAL_FAILURE(MakePair());
-    Buf* dst = Reg(a_, 4096, kLocal);
-    Buf* src = Reg(b_, 4096, kRemoteAll);
-    ASSERT_FALSE(HasFailure());
+    Buf *dst, *src;
     RtsSpec t;
     t.timeout = 0;
-    ASSERT_NO_FATAL_FAILURE(ConnectSilent(t));
-    ASSERT_EQ(Post(a_qp_, ReadWr(6, dst, src)), 0);
+    ASSERT_NO_FATAL_FAILURE(SilentRead(t, 6, &dst, &src));
     EXPECT_TRUE(PollCq(a_.scq, 1, 1000).empty()) << "the READ completed: no endless wait";
     const auto t0 = Clock::now();
     EXPECT_EQ(Dereg(dst), 0);
