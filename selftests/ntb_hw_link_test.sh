@@ -12,10 +12,7 @@ LINK_TIMEOUT=${LINK_TIMEOUT:-2}
 
 ktap_header
 ktap_plan 7
-if ! install_modules || ! ntb_pair; then
-	ktap_fail "ntb devices present"
-	ktap_finish
-fi
+need_ntb_pair
 ktap_pass "ntb devices present: $LOCAL_DEV / $REMOTE_DEV"
 
 # ntb_tool: the top-level link file (write-only) enables/disables the link;

@@ -22,13 +22,6 @@ CIP=10.79.3.1
 ktap_header
 ktap_plan $NTESTS
 
-fail_rest() {
-	while [ "$KTAP_COUNT" -lt "$NTESTS" ]; do
-		ktap_fail "setup: $1"
-	done
-	ktap_finish
-}
-
 # C: run on the client's side; S: on the server's side.
 install_modules && ntb_pair || fail_rest "no NTB device pair"
 modprobe ntrdma || fail_rest "modprobe ntrdma failed"

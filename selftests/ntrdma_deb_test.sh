@@ -22,21 +22,12 @@ NTESTS=7
 ktap_header
 ktap_plan $NTESTS
 
-fail_rest() {
-	while [ "$KTAP_COUNT" -lt "$NTESTS" ]; do ktap_fail "setup: $1"; done
-	ktap_finish
-}
 result() { if [ "$1" = 0 ]; then ktap_pass "$2"; else ktap_fail "$2"; fi; }
-
-skip_all() {
-	while [ "$KTAP_COUNT" -lt "$NTESTS" ]; do ktap_skip "packages" "$1"; done
-	ktap_finish
-}
 # It installs packages system-wide: a test-bed guest's writable layer only,
 # unless asked (not in run.sh's default list either).
 [ -n "${NTRDMA_TOPO:-}" ] || [ "${DEB_TEST_HOST:-0}" = 1 ] ||
-	skip_all "installs packages system-wide: test bed only (DEB_TEST_HOST=1 to run here)"
-is_pair && skip_all "installed on one host: loop topology only"
+	ktap_skip_rest packages "installs packages system-wide: test bed only (DEB_TEST_HOST=1 to run here)"
+is_pair && ktap_skip_rest packages "installed on one host: loop topology only"
 dkms_deb=$(ls "$DEB_DIR"/ntrdma-dkms_*_all.deb 2>/dev/null | head -1)
 lib_deb=$(ls "$DEB_DIR"/libntrdma1_*.deb 2>/dev/null | head -1)
 [ -n "$dkms_deb" ] && [ -n "$lib_deb" ] || fail_rest "no packages in $DEB_DIR (make deb)"

@@ -18,10 +18,7 @@ B_IP=10.79.0.2
 ktap_header
 ktap_plan 13
 
-if ! install_modules || ! ntb_pair; then
-	ktap_fail "ntb devices present"
-	ktap_finish
-fi
+need_ntb_pair
 
 if is_pair; then
 	A="sh -c"
@@ -31,10 +28,6 @@ else
 	B="sh -c"
 fi
 
-# The debugfs folder of the ntrdma device on NTB device $2, on side $1.
-dbg_of() { # SIDE NTBDEV
-	${!1} "grep -l '^ntb: $2\$' $DEBUGFS/ntrdma/*/info 2>/dev/null | head -1 | xargs -r dirname"
-}
 # cmd SIDE REQUEST: send a request from that side, print its outcome line.
 cmd() {
 	local side=$1 d
@@ -42,16 +35,10 @@ cmd() {
 	${!side} "echo '$2' > ${!d}/cmd && cat ${!d}/cmd"
 }
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p"; }
-info_of() { local d=DBG$1; ${!1} "sed -n 's/^$2: //p' ${!d}/info"; }
-link_up() { [ "$(info_of A link)" = up ] && [ "$(info_of B link)" = up ]; }
 
 load() { # [params]
-	modprobe ntrdma "$@" || return 1
-	if is_pair; then peer "modprobe ntrdma $*" || return 1; fi
-	wait_for 10 sh -c "[ -n \"\$(grep -l '^ntb: $LOCAL_DEV\$' $DEBUGFS/ntrdma/*/info 2>/dev/null)\" ]" || return 1
-	DBGA=$(dbg_of A "$LOCAL_DEV")
-	DBGB=$(dbg_of B "$REMOTE_DEV")
-	[ -n "$DBGA" ] && [ -n "$DBGB" ] && wait_for 10 link_up
+	load_ntrdma "$@" || return 1
+	find_dbgs && wait_for 10 link_up
 }
 unload() {
 	modprobe -r ntrdma

@@ -26,18 +26,10 @@ FUZZ_SECS=${FUZZ_SECS:-60}
 ktap_header
 ktap_plan 13
 
-if ! install_modules || ! ntb_pair; then
-	ktap_fail "ntb devices present"
-	ktap_finish
-fi
+need_ntb_pair
 if is_pair; then B="peer"; else B="sh -c"; fi
 A="sh -c"
 
-dbg_of() { # SIDE NTBDEV
-	${!1} "grep -l '^ntb: $2\$' $DEBUGFS/ntrdma/*/info 2>/dev/null | head -1 | xargs -r dirname"
-}
-info_of() { local d=DBG$1; ${!1} "sed -n 's/^$2: //p' ${!d}/info"; }
-link_up() { [ "$(info_of A link)" = up ] && [ "$(info_of B link)" = up ]; }
 inject() { # SIDE REQUEST
 	local d=DBG$1
 	${!1} "echo '$2' > ${!d}/inject"
@@ -48,12 +40,8 @@ echo_ok() { # SIDE: a command-channel round trip from that side
 }
 
 load() {
-	modprobe ntrdma || return 1
-	if is_pair; then peer "modprobe ntrdma" || return 1; fi
-	wait_for 10 sh -c "[ -n \"\$(grep -l '^ntb: $LOCAL_DEV\$' $DEBUGFS/ntrdma/*/info 2>/dev/null)\" ]" || return 1
-	DBGA=$(dbg_of A "$LOCAL_DEV")
-	DBGB=$(dbg_of B "$REMOTE_DEV")
-	[ -n "$DBGA" ] && [ -n "$DBGB" ] || return 1
+	load_ntrdma || return 1
+	find_dbgs || return 1
 	${A} "[ -e $DBGA/inject ]" || return 2
 	wait_for 10 link_up || return 1
 	find_ibdevs || return 1

@@ -26,13 +26,10 @@ else
 fi
 ktap_plan $((NSHELL + NGTEST))
 
-if ! install_modules || ! ntb_pair; then
-	ktap_fail "ntb devices present"
-	ktap_finish
-fi
+need_ntb_pair
 
 # 1: the device
-modprobe ntrdma && { ! is_pair || peer "modprobe ntrdma"; }
+load_ntrdma
 wait_for 10 ibdev_of "$LOCAL_DEV" >/dev/null
 IBDEV=$(ibdev_of "$LOCAL_DEV")
 NETDEV=$(netdev_of "$LOCAL_DEV")

@@ -38,19 +38,10 @@ NAMES=(
 ktap_header
 ktap_plan $((${#NAMES[@]} + 1))
 
-skip_all() {
-	local n
-	for n in "${NAMES[@]}" "$MOD unloads"; do ktap_skip "$n" "$1"; done
-	ktap_finish
-}
-
 if is_pair; then
-	skip_all "needs both ib_devices in one host (loop topology); in pair they are in different guests"
+	skip_all "needs both ib_devices in one host (loop topology); in pair they are in different guests" "$MOD unloads"
 fi
-if ! install_modules || ! ntb_pair; then
-	ktap_fail "ntb devices present"
-	ktap_finish
-fi
+need_ntb_pair
 
 modprobe ntrdma
 port_active() { grep -q ACTIVE "/sys/class/infiniband/$1/ports/1/state" 2>/dev/null; }

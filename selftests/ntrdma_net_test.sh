@@ -23,10 +23,7 @@ NTB_DRV=/sys/bus/ntb/drivers/ntrdma
 ktap_header
 ktap_plan 32
 
-if ! install_modules || ! ntb_pair; then
-	ktap_fail "ntb devices present"
-	ktap_finish
-fi
+need_ntb_pair
 
 # $A / $B: run a shell command line on side A / B.
 if is_pair; then
@@ -48,7 +45,7 @@ ntr_of() { # SIDE NTBDEV
 # Load (or bind) ntrdma on both sides, place and configure the netdevs.
 bring_up() {
 	if is_pair; then
-		modprobe ntrdma && peer "modprobe ntrdma" || return 1
+		load_ntrdma || return 1
 	else
 		modprobe ntrdma || return 1
 		ip netns add ntA 2>/dev/null

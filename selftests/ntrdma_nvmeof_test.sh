@@ -48,24 +48,11 @@ NAMES=(
 ktap_header
 ktap_plan ${#NAMES[@]}
 
-skip_all() {
-	local n
-	for n in "${NAMES[@]}"; do ktap_skip "$n" "$1"; done
-	ktap_finish
-}
-fail_rest() {
-	ktap_diag "$1"
-	while [ "$KTAP_COUNT" -lt ${#NAMES[@]} ]; do
-		ktap_fail "${NAMES[$KTAP_COUNT]}"
-	done
-	ktap_finish
-}
-
 is_pair || skip_all "needs two hosts: in one, nvmet-rdma and nvme-rdma would need a QP to reach another QP of the same ib_device (same-device loopback, not implemented)"
 command -v nvme >/dev/null && command -v fio >/dev/null ||
 	skip_all "nvme-cli or fio not installed (scripts/install-deps.sh installs both)"
 install_modules && ntb_pair || fail_rest "no NTB device pair"
-modprobe ntrdma && peer "modprobe ntrdma" || fail_rest "modprobe ntrdma failed"
+load_ntrdma || fail_rest "modprobe ntrdma failed"
 find_ibdevs || fail_rest "no ib devices"
 pair_addrs "$CIP" "$SIP" || fail_rest "no addresses on ntr0"
 wait_for 20 ping -c1 -W1 "$SIP" >/dev/null 2>&1 || fail_rest "no ping to $SIP"

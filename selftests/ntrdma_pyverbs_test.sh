@@ -24,12 +24,8 @@ if [ ! -f "$SUITE/run_tests.py" ]; then
 	ktap_skip "pyverbs suite" "not unpacked: $SUITE (scripts/pyverbs-suite.sh, python3-pyverbs)"
 	ktap_finish
 fi
-if ! install_modules || ! ntb_pair; then
-	ktap_plan 1
-	ktap_fail "ntb devices present"
-	ktap_finish
-fi
-modprobe ntrdma && { ! is_pair || peer "modprobe ntrdma"; }
+need_ntb_pair 1
+load_ntrdma
 install_provider
 wait_for 10 ibdev_of "$LOCAL_DEV" >/dev/null
 IBDEV=$(ibdev_of "$LOCAL_DEV")

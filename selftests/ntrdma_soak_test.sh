@@ -39,18 +39,13 @@ A_IP=10.77.0.1
 B_IP=10.77.0.2
 T_LOAD=12	# seconds each load stream is asked to run
 
+NTESTS=5
+
 ktap_header
-ktap_plan 5
+ktap_plan $NTESTS
 
-fail_rest() {
-	while [ "$KTAP_COUNT" -lt 5 ]; do
-		ktap_fail "$1"
-	done
-	ktap_finish
-}
-
-install_modules && ntb_pair || fail_rest "no NTB device pair"
-install_provider || fail_rest "install_provider failed"
+install_modules && ntb_pair || ktap_fail_rest "no NTB device pair"
+install_provider || ktap_fail_rest "install_provider failed"
 
 # A: run here; B: run on the peer (loop: namespaces soA, soB hold the two
 # netdevs, so that IP between them crosses the NTB).
@@ -62,7 +57,7 @@ else
 	B() { ip netns exec soB sh -c "$*"; }
 	ip netns del soA 2>/dev/null
 	ip netns del soB 2>/dev/null
-	ip netns add soA && ip netns add soB || fail_rest "ip netns add failed"
+	ip netns add soA && ip netns add soB || ktap_fail_rest "ip netns add failed"
 fi
 
 # The netdev of NTB device DEV on side SIDE gets IP and comes up.
@@ -81,7 +76,7 @@ net_up() { # SIDE DEV IP NS
 
 # Both ends: drivers, ib devices, netdevs with addresses, ping across.
 ends_up() {
-	modprobe ntrdma && { ! is_pair || peer "modprobe ntrdma"; } || return 1
+	load_ntrdma || return 1
 	find_ibdevs || return 1
 	TCP_IP=127.0.0.1
 	is_pair && TCP_IP=$B_IP
@@ -171,7 +166,7 @@ mem_moved() {
 		"$1" /proc/meminfo
 }
 
-ends_up || fail_rest "both ends up (ib ${IBDEV:-none}, peer ${PEER_IBDEV:-none})"
+ends_up || ktap_fail_rest "both ends up (ib ${IBDEV:-none}, peer ${PEER_IBDEV:-none})"
 ENDED_OK=0 ENDED_ERR=0 HUNG=0 BACK=0 KILLED=0 MOVED=0 SLABS= AVAILS=
 t0=$SECONDS
 for i in $(seq 0 "$CYCLES"); do

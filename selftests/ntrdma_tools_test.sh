@@ -40,13 +40,6 @@ NTESTS=34
 ktap_header
 ktap_plan $NTESTS
 
-fail_rest() { # REASON: every remaining subtest fails with REASON
-	while [ "$KTAP_COUNT" -lt "$NTESTS" ]; do
-		ktap_fail "setup: $1"
-	done
-	ktap_finish
-}
-
 # ---- the two ends -------------------------------------------------------------
 # CDEV: the client's ib device (here); SDEV: the server's (loop: here too;
 # pair: on the peer); CNET/SNET: their netdevs; ADDR: the address the

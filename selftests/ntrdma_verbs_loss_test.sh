@@ -21,15 +21,12 @@ B_IP=10.78.0.2
 ktap_header
 if is_pair; then ktap_plan 10; else ktap_plan 7; fi
 
-if ! install_modules || ! ntb_pair; then
-	ktap_fail "ntb devices present"
-	ktap_finish
-fi
+need_ntb_pair
 
 # Both ends up: driver, provider, netdev with an address (the tools trade
 # QP numbers over TCP; in the loop topology over 127.0.0.1).
 ends_up() {
-	modprobe ntrdma && { ! is_pair || peer "modprobe ntrdma"; } || return 1
+	load_ntrdma || return 1
 	find_ibdevs || return 1
 	SERVER_IP=127.0.0.1
 	if is_pair; then

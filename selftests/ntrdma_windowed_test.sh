@@ -24,19 +24,13 @@ clients="ntb_netdev ntb_transport ntb_perf ntb_pingpong ntb_tool ntb_msi_test"
 modprobe -r $clients 2>/dev/null
 is_pair && peer "modprobe -r $clients 2>/dev/null"
 if ! wait_for 20 ntb_pair; then
-	while [ "$KTAP_COUNT" -lt "$NTESTS" ]; do ktap_fail "setup: no NTB pair"; done
-	ktap_finish
+	fail_rest "no NTB pair"
 fi
 if [ -d "$DEBUGFS/ntb_hw_ivshmem" ] && grep -q '^Y' /sys/module/ntb_hw_ivshmem/parameters/flat_window; then
-	while [ "$KTAP_COUNT" -lt "$NTESTS" ]; do ktap_skip "windowed mode" "the NTB has a flat window (run with --flat 0)"; done
-	ktap_finish
+	ktap_skip_rest "windowed mode" "the NTB has a flat window (run with --flat 0)"
 fi
 
-dir_of() { # SIDE(sh -c | peer) NTBDEV: the debugfs directory of its ntrdma device
-	$1 "grep -l '^ntb: $2\$' $DEBUGFS/ntrdma/*/info 2>/dev/null | head -1 | xargs -r dirname"
-}
-info_of() { $1 "sed -n 's/^$3: //p' $2/info 2>/dev/null"; } # SIDE DIR FIELD
-both_up() { [ "$(info_of "sh -c" "$DA" link)" = up ] && [ "$(info_of peer "$DB" link)" = up ]; }
+both_up() { [ "$(ntrdma_info "sh -c" "$DA" link)" = up ] && [ "$(ntrdma_info peer "$DB" link)" = up ]; }
 
 mark=$(dmesg | wc -l)
 modprobe ntrdma
@@ -44,13 +38,13 @@ rc=$?
 if is_pair; then peer "modprobe ntrdma" || rc=1; fi
 ktap_check "modprobe ntrdma binds the NTB (both hosts)" test $rc = 0
 
-wait_for 10 eval '[ -n "$(dir_of "sh -c" "$LOCAL_DEV")" ]'
-DA=$(dir_of "sh -c" "$LOCAL_DEV")
-DB=$(dir_of peer "$REMOTE_DEV")
+wait_for 10 eval '[ -n "$(ntrdma_dir "sh -c" "$LOCAL_DEV")" ]'
+DA=$(ntrdma_dir "sh -c" "$LOCAL_DEV")
+DB=$(ntrdma_dir peer "$REMOTE_DEV")
 wait_for 20 both_up
 dmesg | tail -n +"$((mark + 1))" | grep -E "ntrdma[0-9]+: (windowed mode|link up|MW)" | sed 's/^/# /'
-ma=$(info_of "sh -c" "$DA" mode) mb=$(info_of peer "$DB" mode)
-wa=$(info_of "sh -c" "$DA" window_size)
+ma=$(ntrdma_info "sh -c" "$DA" mode) mb=$(ntrdma_info peer "$DB" mode)
+wa=$(ntrdma_info "sh -c" "$DA" window_size)
 ktap_check "windowed mode on both ends (mode: $ma / $mb, window buffer ${wa:-?} bytes), said in dmesg, link up" \
 	eval '[ "$ma" = windowed ] && [ "$mb" = windowed ] && [ "${wa:-0}" -gt 0 ] &&
 	      dmesg | tail -n +"$((mark + 1))" | grep -q "windowed mode: MW" && both_up'

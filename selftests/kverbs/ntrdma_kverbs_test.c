@@ -451,6 +451,24 @@ static int kv_frmr_inv(struct kv_ctx *x)
 }
 
 /*
+ * The opening of the FRMR tests: both sides connected (kv_setup), then side
+ * 1's FRMR over @npages fresh pages, mapped and registered with @access.
+ */
+static int kv_setup_frmr(struct kv_ctx *x, int npages, int access)
+{
+	int rc;
+
+	rc = kv_setup(x);
+	if (!rc)
+		rc = kv_frmr_setup(x, npages);
+	if (!rc)
+		rc = kv_frmr_map(x);
+	if (!rc)
+		rc = kv_frmr_reg(x, access);
+	return rc;
+}
+
+/*
  * Side 0 posts RDMA @op between [@off, @off + @len) of its buffer and
  * (@raddr, @rkey), completing in @c (@next chained after it); no wait.
  */
@@ -629,13 +647,7 @@ static int kv_test_frmr_rw(struct kv_ctx *x)
 	const u32 rlen = PAGE_SIZE + 300;
 	int rc;
 
-	rc = kv_setup(x);
-	if (!rc)
-		rc = kv_frmr_setup(x, KV_NPAGES);
-	if (!rc)
-		rc = kv_frmr_map(x);
-	if (!rc)
-		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	rc = kv_setup_frmr(x, KV_NPAGES, KV_MR_ACCESS);
 	if (rc)
 		return rc;
 	kv_fill(x->s[0].buf, 0, total, 0x11);
@@ -661,13 +673,7 @@ static int kv_test_frmr_inv(struct kv_ctx *x)
 {
 	int rc;
 
-	rc = kv_setup(x);
-	if (!rc)
-		rc = kv_frmr_setup(x, KV_NPAGES);
-	if (!rc)
-		rc = kv_frmr_map(x);
-	if (!rc)
-		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	rc = kv_setup_frmr(x, KV_NPAGES, KV_MR_ACCESS);
 	if (rc)
 		return rc;
 	kv_fill(x->s[0].buf, 0, PAGE_SIZE, 0x21);
@@ -693,13 +699,7 @@ static int kv_test_frmr_stale(struct kv_ctx *x)
 	u32 old;
 	int rc;
 
-	rc = kv_setup(x);
-	if (!rc)
-		rc = kv_frmr_setup(x, KV_NPAGES);
-	if (!rc)
-		rc = kv_frmr_map(x);
-	if (!rc)
-		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	rc = kv_setup_frmr(x, KV_NPAGES, KV_MR_ACCESS);
 	if (rc)
 		return rc;
 	old = x->mr->rkey;
@@ -947,13 +947,7 @@ static int kv_test_atomics(struct kv_ctx *x)
 	u64 *target, raddr;
 	int rc;
 
-	rc = kv_setup(x);
-	if (!rc)
-		rc = kv_frmr_setup(x, 1);
-	if (!rc)
-		rc = kv_frmr_map(x);
-	if (!rc)
-		rc = kv_frmr_reg(x, KV_MR_ACCESS | IB_ACCESS_REMOTE_ATOMIC);
+	rc = kv_setup_frmr(x, 1, KV_MR_ACCESS | IB_ACCESS_REMOTE_ATOMIC);
 	if (rc)
 		return rc;
 	target = page_address(x->pages[0]) + toff;
@@ -987,14 +981,7 @@ static int kv_test_frmr_access(struct kv_ctx *x)
 {
 	int rc;
 
-	rc = kv_setup(x);
-	if (!rc)
-		rc = kv_frmr_setup(x, 1);
-	if (!rc)
-		rc = kv_frmr_map(x);
-	if (!rc)
-		rc = kv_frmr_reg(x, IB_ACCESS_LOCAL_WRITE |
-				 IB_ACCESS_REMOTE_READ);
+	rc = kv_setup_frmr(x, 1, IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ);
 	if (rc)
 		return rc;
 	kv_pages_fill(x, 0x51);
@@ -1025,13 +1012,7 @@ static int kv_test_frmr_bounds(struct kv_ctx *x)
 	const size_t total = 2 * PAGE_SIZE;
 	int rc;
 
-	rc = kv_setup(x);
-	if (!rc)
-		rc = kv_frmr_setup(x, 2);
-	if (!rc)
-		rc = kv_frmr_map(x);
-	if (!rc)
-		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	rc = kv_setup_frmr(x, 2, KV_MR_ACCESS);
 	if (rc)
 		return rc;
 	kv_fill(x->s[0].buf, 0, total, 0x61);
@@ -1061,13 +1042,7 @@ static int kv_test_send_inv(struct kv_ctx *x)
 	struct kv_comp *rcv = kv_comp(x);
 	int rc;
 
-	rc = kv_setup(x);
-	if (!rc)
-		rc = kv_frmr_setup(x, 1);
-	if (!rc)
-		rc = kv_frmr_map(x);
-	if (!rc)
-		rc = kv_frmr_reg(x, KV_MR_ACCESS);
+	rc = kv_setup_frmr(x, 1, KV_MR_ACCESS);
 	if (!rc)
 		rc = kv_recv(x, rcv);
 	if (!rc)

@@ -75,6 +75,48 @@ ntb_pair() {
 	[ -n "$LOCAL_DEV" ] && [ -n "$REMOTE_DEV" ]
 }
 
+# need_ntb_pair [PLAN]: the modules installed (install_modules) and the NTB
+# pair found (ntb_pair); else the subtest "ntb devices present" fails (after
+# the plan PLAN, for a script that has not printed its own) and the script
+# ends. Needs ktap.sh.
+need_ntb_pair() {
+	install_modules && ntb_pair && return 0
+	[ -z "${1:-}" ] || ktap_plan "$1"
+	ktap_fail "ntb devices present"
+	ktap_finish
+}
+
+# load_ntrdma [PARAM...]: modprobe ntrdma (with PARAMs) here and, in a pair,
+# on the peer's host.
+load_ntrdma() {
+	modprobe ntrdma "$@" || return 1
+	if is_pair; then peer "modprobe ntrdma $*" || return 1; fi
+}
+
+# The debugfs folders of the ntrdma devices, ntrdma/<dev>/{info,cmd,...}.
+# A side is a command prefix that runs a shell command line there ("sh -c",
+# peer). ntrdma_dir SIDE NTBDEV: the folder of the device on NTB device
+# NTBDEV, on that side. ntrdma_info SIDE DIR FIELD: FIELD of DIR/info there.
+ntrdma_dir() {
+	$1 "grep -l '^ntb: $2\$' $DEBUGFS/ntrdma/*/info 2>/dev/null | head -1 | xargs -r dirname"
+}
+ntrdma_info() { $1 "sed -n 's/^$3: //p' $2/info 2>/dev/null"; }
+
+# The two sides by name: A (ours, LOCAL_DEV) and B (the peer's, REMOTE_DEV),
+# each with its prefix in $A or $B and its folder in $DBGA or $DBGB.
+# dbg_of SIDE NTBDEV: ntrdma_dir of the side named SIDE. info_of SIDE FIELD:
+# FIELD of its info file. link_up: both sides' link is up. find_dbgs: DBGA
+# and DBGB, ours waited for up to 10 s.
+dbg_of() { ntrdma_dir "${!1}" "$2"; }
+info_of() { local d=DBG$1; ${!1} "sed -n 's/^$2: //p' ${!d}/info"; }
+link_up() { [ "$(info_of A link)" = up ] && [ "$(info_of B link)" = up ]; }
+find_dbgs() {
+	wait_for 10 sh -c "[ -n \"\$(grep -l '^ntb: $LOCAL_DEV\$' $DEBUGFS/ntrdma/*/info 2>/dev/null)\" ]" || return 1
+	DBGA=$(dbg_of A "$LOCAL_DEV")
+	DBGB=$(dbg_of B "$REMOTE_DEV")
+	[ -n "$DBGA" ] && [ -n "$DBGB" ]
+}
+
 # wait_for SECS CMD...: poll CMD every 0.1 s until it succeeds.
 wait_for() {
 	local deadline=$((SECONDS + $1))

@@ -47,3 +47,42 @@ ktap_finish() {
 	[ "$KTAP_PASS" -gt 0 ] || [ "$KTAP_SKIP" -eq 0 ] || exit 4
 	exit 0
 }
+
+# When the script cannot go on: the subtests not yet reported end as said,
+# then the script (ktap_finish). A script names its subtests in the array
+# NAMES, or says how many it plans in NTESTS.
+#
+# ktap_fail_rest NAME: up to NTESTS, each fails as NAME.
+ktap_fail_rest() {
+	while [ "$KTAP_COUNT" -lt "$NTESTS" ]; do ktap_fail "$1"; done
+	ktap_finish
+}
+
+# ktap_skip_rest NAME REASON: up to NTESTS, each is skipped as NAME.
+ktap_skip_rest() {
+	while [ "$KTAP_COUNT" -lt "$NTESTS" ]; do ktap_skip "$1" "$2"; done
+	ktap_finish
+}
+
+# fail_rest REASON: a setup step failed. With NAMES: REASON as a diagnostic,
+# and each remaining subtest fails under its own name; else each fails as
+# "setup: REASON".
+fail_rest() {
+	if [ "${#NAMES[@]}" -gt 0 ]; then
+		ktap_diag "$1"
+		while [ "$KTAP_COUNT" -lt "${#NAMES[@]}" ]; do
+			ktap_fail "${NAMES[$KTAP_COUNT]}"
+		done
+		ktap_finish
+	fi
+	ktap_fail_rest "setup: $1"
+}
+
+# skip_all REASON [NAME...]: nothing to test here: each subtest of NAMES,
+# then each NAME, is skipped with REASON.
+skip_all() {
+	local reason=$1 n
+	shift
+	for n in "${NAMES[@]}" "$@"; do ktap_skip "$n" "$reason"; done
+	ktap_finish
+}

@@ -166,10 +166,9 @@ TEST_F(LoopbackOneContext, SendBetweenTwoQps) { SendChecked(Connect(), a_, 4096)
 // The responder's checks apply: a bad rkey fails the WRITE with
 // REM_ACCESS_ERR and puts both QPs in ERR.
 TEST_F(Loopback, BadRkeyIsARemoteAccessError) {
-    Conn c = Connect();
-    Buf* src = Reg(a_, 64, kLocal);
-    Buf* dst = Reg(b_, 64, kRemoteAll);
-    ASSERT_FALSE(HasFailure());
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &src, 64, &dst, 64, kRemoteAll));
     Wr w = WriteWr(1, src->sge(0, 64), dst);
     w.rkey ^= 0x80;  // another tag
     ASSERT_EQ(Post(c.a, w), 0);
@@ -194,12 +193,8 @@ TEST_F(Loopback, PeerSegmentsNeverReachALoopbackQp) {
 
     Side p;
     ASSERT_NO_FATAL_FAILURE(Open(peer, &p));
-    RcQpSpec qs;
-    qs.send_cq = p.scq;
-    qs.recv_cq = p.rcq;
-    ibv_qp* pq = MakeRcQp(p.pd, qs);
+    ibv_qp* pq = CreateQp(p);
     ASSERT_NE(pq, nullptr);
-    qps_.push_back(pq);
     Buf* src = Reg(p, 64, kLocal);
     ASSERT_FALSE(HasFailure());
     RtrSpec r;

@@ -102,10 +102,9 @@ class Placement : public DataPath {
         const size_t len = 16384;
         for (int round = 0; round < 10; round++) {
             SCOPED_TRACE("round " + std::to_string(round));
-            Conn c = Connect();
-            Buf* src = Reg(a_, len, kLocal);
-            Buf* dst = Reg(b_, len, kRemoteAll);
-            ASSERT_FALSE(HasFailure());
+            Conn c;
+            Buf *src, *dst;
+            ASSERT_NO_FATAL_FAILURE(ConnectBufs(&c, &src, len, &dst, len, kRemoteAll));
             Fill(src->p(), len, round + 3);
             ASSERT_TRUE(WaitDirect(c, src, dst));
             for (int i = 0; i < 48; i++) {
@@ -156,10 +155,7 @@ class Placement : public DataPath {
     // A connection whose WRITEs from *src (a_, @len) to *dst (b_) are
     // placed directly (fatal failure otherwise).
     void ConnectDirect(size_t len, Conn* c, Buf** src, Buf** dst) {
-        *c = Connect();
-        *src = Reg(a_, len, kLocal);
-        *dst = Reg(b_, len, kRemoteAll);
-        ASSERT_FALSE(HasFailure());
+        ASSERT_NO_FATAL_FAILURE(ConnectBufs(c, src, len, dst, len, kRemoteAll));
         ASSERT_TRUE(WaitDirect(*c, *src, *dst)) << "no WRITE was placed directly in 5 s";
     }
 };

@@ -188,12 +188,8 @@ TEST_F(QpEx, UnsupportedOperationsRefusedAtCreate) {
     errno = 0;
     EXPECT_EQ(CreateQpEx(kWrOps | IBV_QP_EX_WITH_TSO), nullptr);
     EXPECT_EQ(errno, EOPNOTSUPP);
-    RcQpSpec qs;
-    qs.send_cq = a_.scq;
-    qs.recv_cq = a_.rcq;
-    ibv_qp* plain = MakeRcQp(a_.pd, qs);
+    ibv_qp* plain = CreateQp(a_);
     ASSERT_NE(plain, nullptr);
-    qps_.push_back(plain);
     EXPECT_EQ(ibv_qp_to_qp_ex(plain), nullptr);
 }
 

@@ -58,21 +58,14 @@ struct Ring {
 // The uverbs mappings that appeared since @before, with their lengths.
 std::vector<Ring> NewRings(const std::set<uintptr_t>& before) {
     std::vector<Ring> out;
-    FILE* f = std::fopen("/proc/self/maps", "r");
-    if (!f) {
-        return out;
-    }
-    char line[512];
-    while (std::fgets(line, sizeof(line), f)) {
+    for (const std::string& line : UverbsMapLines()) {
         unsigned long lo = 0;
         unsigned long hi = 0;
-        if (!std::strstr(line, "uverbs") || std::sscanf(line, "%lx-%lx", &lo, &hi) != 2 ||
-            before.count(lo)) {
+        if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || before.count(lo)) {
             continue;
         }
         out.push_back(Ring{reinterpret_cast<uint8_t*>(lo), hi - lo});
     }
-    std::fclose(f);
     return out;
 }
 
@@ -144,31 +137,24 @@ class UserFuzz : public DataPath {
         EXPECT_LT(ms, kBoundMs) << what << " of a fuzzed object took " << ms << " ms";
     }
 
-    uint32_t AnyLkey() {
+    // A key to fuzz with: @foreign (an MR of another PD), @stale (of a
+    // deregistered MR), a random one, or (3 times in 4) @good.
+    uint32_t AnyKey(uint32_t foreign, uint32_t stale, uint32_t good) {
         switch (rng_() % 12) {
             case 0:
-                return foreign_->mr->lkey;
+                return foreign;
             case 1:
-                return stale_lkey_;
+                return stale;
             case 2:
                 return static_cast<uint32_t>(rng_());
             default:
-                return src_->mr->lkey;
+                return good;
         }
     }
 
-    uint32_t AnyRkey() {
-        switch (rng_() % 12) {
-            case 0:
-                return foreign_->mr->rkey;
-            case 1:
-                return stale_rkey_;
-            case 2:
-                return static_cast<uint32_t>(rng_());
-            default:
-                return dst_->mr->rkey;
-        }
-    }
+    uint32_t AnyLkey() { return AnyKey(foreign_->mr->lkey, stale_lkey_, src_->mr->lkey); }
+
+    uint32_t AnyRkey() { return AnyKey(foreign_->mr->rkey, stale_rkey_, dst_->mr->rkey); }
 
     // An address near (or in) @b, or anywhere.
     uint64_t AnyAddr(const Buf* b) {

@@ -3,7 +3,8 @@
 // The DataPath fixture of the verbs suite: two ends (requester on
 // NTRDMA_IBDEV, responder on NTRDMA_PEER_IBDEV, both in this process), RC
 // connections between them, registered buffers; everything created through
-// it is destroyed in TearDown. Shared by verbs_test.cpp and the user fuzzer.
+// it is destroyed in TearDown. Shared by the suite's files and the user
+// fuzzer.
 #ifndef NTRDMA_VERBS_DATAPATH_HPP
 #define NTRDMA_VERBS_DATAPATH_HPP
 
@@ -207,6 +208,19 @@ class DataPath : public ::testing::Test {
         return std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
     }
 
+    // A lone RC QP of @s on its CQs (RcQpSpec's sizes), left in RESET;
+    // destroyed in TearDown. nullptr if refused.
+    ibv_qp* CreateQp(Side& s) {
+        RcQpSpec qs;
+        qs.send_cq = s.scq;
+        qs.recv_cq = s.rcq;
+        ibv_qp* qp = MakeRcQp(s.pd, qs);
+        if (qp) {
+            qps_.push_back(qp);
+        }
+        return qp;
+    }
+
     // A connected RC pair (RESET -> INIT -> RTR -> RTS on both ends).
     // Failures are recorded; check HasFailure() before use.
     Conn Connect(const ConnSpec& s = {}) {
@@ -252,6 +266,27 @@ class DataPath : public ::testing::Test {
         EXPECT_EQ(QpToRts(c.a, s.rnr_retry, rd_atom(a_.dev.max_qp_init_rd_atom)), 0);
         EXPECT_EQ(QpToRts(c.b, s.rnr_retry, rd_atom(b_.dev.max_qp_init_rd_atom)), 0);
         return c;
+    }
+
+    // Connect() and a buffer on each end: *src on the requester's (@src_len
+    // bytes, kLocal), *dst on the responder's (@dst_len, @dst_access). A
+    // fatal failure if any of it failed.
+    void ConnectBufs(Conn* c, Buf** src, size_t src_len, Buf** dst, size_t dst_len,
+                     int dst_access) {
+        *c = Connect();
+        *src = Reg(a_, src_len, kLocal);
+        *dst = Reg(b_, dst_len, dst_access);
+        ASSERT_FALSE(HasFailure());
+    }
+
+    // A connection whose responder receives from a new SRQ (16 WRs of one
+    // SGE), in *srq. A fatal failure without the SRQ.
+    void ConnectOnSrq(Conn* c, ibv_srq** srq) {
+        *srq = CreateSrq(b_, 16, 1);
+        ASSERT_NE(*srq, nullptr);
+        ConnSpec cs;
+        cs.srq_b = *srq;
+        *c = Connect(cs);
     }
 
     // The requester's first WC is an error of status st for wr_id, the
@@ -303,10 +338,11 @@ class SameDevice : public DataPath {
     }
 };
 
-// The start addresses of this process's mappings of a uverbs device (the
-// rings the provider mapped), in /proc/self/maps order.
-inline std::set<uintptr_t> UverbsMappings() {
-    std::set<uintptr_t> out;
+// The lines of /proc/self/maps (read in pieces of at most 511 bytes) that
+// name a uverbs device: this process's mappings of one (the rings the
+// provider mapped), in order. None if the file cannot be read.
+inline std::vector<std::string> UverbsMapLines() {
+    std::vector<std::string> out;
     FILE* f = std::fopen("/proc/self/maps", "r");
     if (!f) {
         return out;
@@ -314,10 +350,19 @@ inline std::set<uintptr_t> UverbsMappings() {
     char line[512];
     while (std::fgets(line, sizeof(line), f)) {
         if (std::strstr(line, "uverbs")) {
-            out.insert(std::strtoull(line, nullptr, 16));
+            out.emplace_back(line);
         }
     }
     std::fclose(f);
+    return out;
+}
+
+// The start addresses of this process's mappings of a uverbs device.
+inline std::set<uintptr_t> UverbsMappings() {
+    std::set<uintptr_t> out;
+    for (const std::string& line : UverbsMapLines()) {
+        out.insert(std::strtoull(line.c_str(), nullptr, 16));
+    }
     return out;
 }
 

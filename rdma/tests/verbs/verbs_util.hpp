@@ -261,6 +261,14 @@ struct Wr {
     uint64_t swap = 0;
 };
 
+// A signalled SEND of @sge.
+inline Wr SendWr(uint64_t wr_id, ibv_sge sge) {
+    Wr w;
+    w.wr_id = wr_id;
+    w.sge = {sge};
+    return w;
+}
+
 // A signalled RDMA WRITE of @sge to the start of @dst (at @dst_off).
 inline Wr WriteWr(uint64_t wr_id, ibv_sge sge, const Buf* dst, size_t dst_off = 0) {
     Wr w;
@@ -323,6 +331,14 @@ inline int PostRecv(ibv_qp* qp, uint64_t wr_id, std::vector<ibv_sge> sge) {
     wr.num_sge = static_cast<int>(sge.size());
     ibv_recv_wr* bad = nullptr;
     return ibv_post_recv(qp, &wr, &bad);
+}
+
+// A receive WR of the one SGE *sge (which must outlive it).
+inline ibv_recv_wr RecvWr(ibv_sge* sge) {
+    ibv_recv_wr wr{};
+    wr.sg_list = sge;
+    wr.num_sge = 1;
+    return wr;
 }
 
 inline int PostSrqRecv(ibv_srq* srq, uint64_t wr_id, std::vector<ibv_sge> sge) {
