@@ -134,10 +134,11 @@ FULL_loop="$WIN,ntrdma_tools_test.sh:::$QUICK_NET $NTR_LOOP $DEB"
 FULL_pair="$WIN,ntrdma_cm_test.sh:::$QUICK_NET $NTR $SOAK"
 # make check: the pair runs carry every behaviour (two kernels, peer-guest
 # kills, rdma_cm, NVMe-oF); the stock run keeps the stock clients and
-# ntrdma's windowed test; one short loop run keeps the loopback topology
-# (both ends in one kernel): the engine, and the kernel verbs test, which
-# needs both ib_devices in one kernel.
-QUICK_loop="ntrdma:1:ntb_hw_probe_test.sh,ntrdma_engine_test.sh,ntrdma_kverbs_test.sh"
+# ntrdma's windowed test; one loop run keeps what needs both ends in one
+# kernel: the verbs suite's in-process data path tests (in pair they skip,
+# NTRDMA_PEER_IBDEV unset) with their checked-mode rerun, and the kernel
+# verbs test.
+QUICK_loop="ntrdma:1:ntrdma_ib_test.sh,ntrdma_kverbs_test.sh"
 QUICK_pair="$STOCK $NTR:::$QUICK_NET"
 if [ "$TIER" = full ]; then
 	def_loop=$FULL_loop def_pair=$FULL_pair
