@@ -9,7 +9,7 @@ PKGS=(
 	build-essential bc bison flex kmod cpio xz-utils libelf-dev libssl-dev
 	cmake libgtest-dev clang-format sparse
 	linux-image-amd64 linux-headers-amd64 linux-source-6.1 dkms
-	qemu-system-x86 busybox-static iproute2 iputils-ping ethtool pciutils jq
+	qemu-system-x86 busybox-static iproute2 iputils-ping ethtool pciutils jq procps
 	iperf3 rdma-core ibverbs-utils libibverbs-dev librdmacm-dev
 	rdmacm-utils perftest qperf python3 gnuplot-nox
 	nvme-cli fio python3-pyverbs
