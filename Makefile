@@ -31,8 +31,7 @@ NEEDS_DEPS := all kernel-ext modules user check check-full check-6.12 unit \
 NO_DEPS    := clean dkms-modules check-fresh
 .PHONY: deps $(NEEDS_DEPS) $(NO_DEPS)
 $(NEEDS_DEPS): deps
-	+@$(MAKE) --no-print-directory NTRDMA_DEPS_DONE=1 $@
-$(NO_DEPS):
+$(NEEDS_DEPS) $(NO_DEPS):
 	+@$(MAKE) --no-print-directory NTRDMA_DEPS_DONE=1 $@
 deps:
 	@$(ROOT)/scripts/install-deps.sh
