@@ -39,10 +39,15 @@ result() { # ok|fail NAME
 	fi
 }
 
-# The diagnostics before KTAP line @2 (a "not ok") in @1, for the summary.
+# The diagnostics before KTAP line @2 (a "not ok") in @1, for the summary:
+# the test's own lines first, then the end of the kernel logs it quoted.
 failure_context() { # KTAP LINE
-	grep -F -x -B12 -- "$2" "$1" | grep -E '^ *#' | grep -vE '^ *# (ok|time:)' |
-		tail -10 | cut -c1-300 | sed 's/^ */#   /' >>"$FAILURES"
+	local d
+	d=$(grep -F -x -B60 -- "$2" "$1" | grep -E '^ *#' | grep -vE '^ *# (ok|time:)')
+	{
+		grep -v '# dmesg' <<<"$d" | tail -16
+		grep '# dmesg' <<<"$d" | tail -8
+	} | cut -c1-300 | sed 's/^ */#   /' >>"$FAILURES"
 }
 
 echo "TAP version 13"
