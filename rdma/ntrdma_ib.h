@@ -282,6 +282,16 @@ struct ntrdma_rsp {
 #define NTRDMA_QP_SEGS		32	/* segments in flight per QP */
 #define NTRDMA_SEG_SLOT		512	/* header + inline data */
 #define NTRDMA_SEG_WAIT_S	30	/* destroy waits for late DMA */
+
+/*
+ * A transmit pass of a QP runs under its sq_lock, interrupts off. It copies
+ * at most about this many bytes by CPU (placements, pulls, segments), or
+ * queues as many copies on the DMA channel as that budget buys at
+ * NTRDMA_TX_DMA_COST each; then the QP's tx work takes the rest, in
+ * another pass (as NAPI's budget).
+ */
+#define NTRDMA_TX_BUDGET	SZ_64K
+#define NTRDMA_TX_DMA_COST	SZ_1K
 #define NTRDMA_UD_MAX_SGE	8	/* a datagram in one segment */
 
 /* One segment in flight: what its send_done releases. */
@@ -376,6 +386,7 @@ struct ntrdma_qp {
 	struct work_struct unexport_work;	/* it entered ERR */
 	struct list_head tx_wait;	/* on vx->tx_waiters */
 	bool tx_wait_place;		/* a placement waits (sq_lock) */
+	int tx_budget;			/* this transmit pass's (sq_lock) */
 	bool cq_overrun;		/* a completion was lost: to ERR */
 	bool sqd_notify;		/* SQD: SQ_DRAINED still owed */
 
@@ -481,7 +492,9 @@ void ntrdma_vx_flush_rx(struct ntrdma_ib *nib);
 void ntrdma_vx_kick(struct ntrdma_qp *qp);
 void ntrdma_vx_flush_tx(struct ntrdma_qp *qp);
 int ntrdma_vx_place(struct ntrdma_qp *qp, const struct ntrdma_tqp_piece *pc,
-		    int n, struct ntrdma_mr *const *mr, int nmr);
+		    int *n, struct ntrdma_mr *const *mr, int nmr);
+void ntrdma_vx_charge(struct ntrdma_qp *qp, u32 len, bool dma);
+bool ntrdma_vx_tx_spent(struct ntrdma_qp *qp);
 bool ntrdma_vx_place_fence(struct ntrdma_ib *nib);
 bool ntrdma_vx_place_busy(struct ntrdma_ib *nib);
 bool ntrdma_vx_place_failed(struct ntrdma_qp *qp);

@@ -453,6 +453,33 @@ static void place_advance(const struct ntrdma_swqe *w, struct place_cur *c,
 	}
 }
 
+/* Where @w's placement stands. */
+static void place_cursor(const struct ntrdma_swqe *w, struct place_cur *c)
+{
+	c->sent = w->sent;
+	c->sge_i = w->sge_i;
+	c->sge_off = w->sge_off;
+}
+
+/*
+ * @w's placement went on by @n of the pieces @pc built from its cursor:
+ * by @c when that was all of them (@built), else piece by piece.
+ */
+static void place_took(struct ntrdma_swqe *w, struct place_cur *c,
+		       const struct ntrdma_tqp_piece *pc, int n, int built)
+{
+	int i;
+
+	if (n < built) {
+		place_cursor(w, c);
+		for (i = 0; i < n; i++)
+			place_advance(w, c, pc[i].len);
+	}
+	w->sent = c->sent;
+	w->sge_i = c->sge_i;
+	w->sge_off = c->sge_off;
+}
+
 /*
  * Up to NTRDMA_TQP_MAX_SGE pieces of @w's payload from @c into @rmr,
  * advancing @c; the count (negative: a source address without a page).
@@ -482,14 +509,15 @@ static int place_pieces(const struct ntrdma_rmr *rmr,
 }
 
 /*
- * Place @n pieces of @w (its payload up to @c): by the CPU now, or on the
- * DMA channel holding the source MRs (those of the SGEs the pieces came
- * from), and then @w completes once the QP's segment count passes
- * w->seg_end (ntrdma_comp.c). 0 or the error of ntrdma_vx_place().
+ * Place *@n pieces of @w (its payload up to @c): by the CPU now (only the
+ * first ones, then *@n says how many), or on the DMA channel holding the
+ * source MRs (those of the SGEs the pieces came from), and then @w
+ * completes once the QP's segment count passes w->seg_end (ntrdma_comp.c).
+ * 0 or the error of ntrdma_vx_place().
  */
 static int place_chunk(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
 		       const struct place_cur *c,
-		       const struct ntrdma_tqp_piece *pc, int n)
+		       const struct ntrdma_tqp_piece *pc, int *n)
 {
 	struct ntrdma_mr *mr[NTRDMA_MAX_SGE];
 	u32 i, nmr = 0, end = c->sge_off ? c->sge_i + 1 : c->sge_i;
@@ -512,13 +540,17 @@ static int place_chunk(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
  * @qp: the requester QP (sq_lock held)
  * @w: its WRITE WQE, checked locally; w->sent bytes placed already
  *
+ * Each chunk counts against the transmit pass's budget; once it is spent
+ * the rest waits for the next pass.
+ *
  * Return: 0 when all of it is placed (the WQE is complete, or with
  * w->placing once its copies on the DMA channel are); -EAGAIN when it
  * cannot go this way (nothing placed: the checked path takes it); -ENOSPC
  * when the TQP must first finish DMA copies, -EBUSY when the QP's segment
  * slots are all in flight (w->sent says how far it got; tx_space or
- * send_done follows); -EACCES when the export went away after part of it
- * was placed; -EFAULT, -ENOLINK.
+ * send_done follows); -EINPROGRESS when the pass's budget is spent (the
+ * caller queues the next pass); -EACCES when the export went away after
+ * part of it was placed; -EFAULT, -ENOLINK.
  */
 int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
@@ -527,7 +559,7 @@ int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	struct place_cur c;
 	struct ntrdma_rmr *rmr;
 	unsigned long flags;
-	int n, rc = 0;
+	int n, built, rc = 0;
 
 	lockdep_assert_held(&qp->sq_lock);
 	/* The peer's exports are for QPs connected to the peer. */
@@ -538,17 +570,18 @@ int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	if (!rmr)
 		rc = w->direct ? -EACCES : -EAGAIN;
 	while (!rc && w->sent < w->len) {
-		c.sent = w->sent;
-		c.sge_i = w->sge_i;
-		c.sge_off = w->sge_off;
+		if (ntrdma_vx_tx_spent(qp)) {
+			rc = -EINPROGRESS;
+			break;
+		}
+		place_cursor(w, &c);
 		n = place_pieces(rmr, w, &c, pc);
-		rc = n < 0 ? n : place_chunk(qp, w, &c, pc, n);
+		built = n;
+		rc = n < 0 ? n : place_chunk(qp, w, &c, pc, &n);
 		if (rc)
 			break;
 		w->direct = true;
-		w->sent = c.sent;
-		w->sge_i = c.sge_i;
-		w->sge_off = c.sge_off;
+		place_took(w, &c, pc, n, built);
 	}
 	spin_unlock_irqrestore(&nib->place_lock, flags);
 	return rc;
@@ -562,8 +595,9 @@ int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
  * Only a READ of at most read_pull_max bytes; the whole of it, now.
  *
  * Return: 0 when its data is in the destination (the WQE is complete);
- * -EAGAIN when it cannot go this way (the checked path takes it); -EFAULT,
- * -ENOLINK.
+ * -EAGAIN when it cannot go this way (the checked path takes it);
+ * -EINPROGRESS when the transmit pass's budget is spent (the caller queues
+ * the next pass); -EFAULT, -ENOLINK.
  */
 int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
@@ -581,6 +615,8 @@ int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	/* an earlier WRITE's bytes still on the channel: READ behind them */
 	if (ntrdma_vx_place_busy(nib))
 		return -EAGAIN;
+	if (ntrdma_vx_tx_spent(qp))
+		return -EINPROGRESS;
 	spin_lock_irqsave(&nib->place_lock, flags);
 	rmr = place_target(nib, qp, w, IB_ACCESS_REMOTE_READ);
 	if (!rmr)
@@ -590,7 +626,20 @@ int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		rc = n < 0 ? n : ntrdma_dev_pull(nib->ndev, pc, n);
 	}
 	spin_unlock_irqrestore(&nib->place_lock, flags);
+	if (!rc)
+		ntrdma_vx_charge(qp, w->len, false);
 	return rc;
+}
+
+/* The bytes of the first @n pieces of @pc. */
+static u32 place_bytes(const struct ntrdma_tqp_piece *pc, int n)
+{
+	u32 len = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		len += pc[i].len;
+	return len;
 }
 
 /*
@@ -653,11 +702,15 @@ static int push_pieces(const struct ntrdma_rsp *r, u32 pos,
  * withdrawal of the requester's QP, taken under the same lock, is answered
  * only once none is in flight (ntrdma_vx_place_fence()).
  *
+ * Each chunk counts against the transmit pass's budget; once it is spent
+ * the rest waits for the next pass.
+ *
  * Return: 0 when all of it is written; -EAGAIN when it cannot go this way
  * (the requester's QP is not exported in the READ_REQ's epoch: the data is
  * sent instead); -ENOSPC (the TQP first finishes DMA copies; tx_space
  * follows), -EBUSY (the QP's segment slots are all in flight; send_done
- * follows); -EFAULT, -ENOLINK, -EINVAL.
+ * follows); -EINPROGRESS (the pass's budget is spent: the caller queues
+ * the next pass); -EFAULT, -ENOLINK, -EINVAL.
  */
 int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
 {
@@ -665,7 +718,7 @@ int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
 	struct ntrdma_tqp_piece pc[NTRDMA_TQP_MAX_SGE];
 	unsigned long flags;
 	u32 bytes;
-	int n, rc = 0;
+	int n, built, rc = 0;
 
 	lockdep_assert_held(&qp->sq_lock);
 	if (!READ_ONCE(ntrdma_direct_placement) || qp->loopback)
@@ -674,15 +727,20 @@ int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
 	if (!push_allowed(nib, qp, r->epoch))
 		rc = -EAGAIN;
 	while (!rc && r->sent < r->total) {
+		if (ntrdma_vx_tx_spent(qp)) {
+			rc = -EINPROGRESS;
+			break;
+		}
 		n = push_pieces(r, r->sent, pc, &bytes);
+		built = n;
 		if (!n)
 			rc = -EINVAL;	/* the extents end early: checked */
 		else
-			rc = n < 0 ? n : ntrdma_vx_place(qp, pc, n, &r->mr, 1);
+			rc = n < 0 ? n : ntrdma_vx_place(qp, pc, &n, &r->mr, 1);
 		if (rc == 1)
 			rc = 0;	/* on the channel; the notice goes behind */
 		if (!rc)
-			r->sent += bytes;
+			r->sent += n < built ? place_bytes(pc, n) : bytes;
 	}
 	spin_unlock_irqrestore(&nib->place_lock, flags);
 	return rc;

@@ -420,6 +420,8 @@ static int req_send_payload(struct ntrdma_qp *qp, struct ntrdma_swqe *w,
 			return -EFAULT;
 		w->sent += n;
 		sge_advance(w->sge, w->nsge, &w->sge_i, &w->sge_off, n);
+		if (w->sent < w->len && ntrdma_vx_tx_spent(qp))
+			return -EINPROGRESS;	/* the next pass goes on */
 	} while (w->sent < w->len);
 	return 0;
 }
@@ -515,7 +517,8 @@ static void req_look_again(struct ntrdma_qp *qp)
 /*
  * Requester transmit: start and continue WQEs in order until the SQ is
  * empty, the transport is full (waits for its wake-up), the READ/atomic
- * limit is reached or an RNR wait runs.
+ * limit is reached, an RNR wait runs or the pass's budget is spent (the
+ * tx work makes the next pass: interrupts are off under sq_lock).
  */
 static void req_tx(struct ntrdma_qp *qp)
 {
@@ -537,6 +540,10 @@ static void req_tx(struct ntrdma_qp *qp)
 	}
 	limit = max_t(u32, qp->max_rd_atomic, 1);
 	while (qp->sq_send != qp->sq_fetched) {
+		if (ntrdma_vx_tx_spent(qp)) {
+			ntrdma_vx_kick(qp);
+			break;
+		}
 		w = swqe(qp, qp->sq_send);
 		if (w->done) {
 			/* ran before a rewind: a local operation, an error */
@@ -571,6 +578,10 @@ static void req_tx(struct ntrdma_qp *qp)
 		}
 		if (rc == -EBUSY)
 			break;	/* send_done kicks us */
+		if (rc == -EINPROGRESS) {
+			ntrdma_vx_kick(qp);	/* the budget: the rest later */
+			break;
+		}
 		if (rc) {
 			/* -ENOLINK, -EPROTO: the link-down flush follows. */
 			if (rc != -ENOLINK && rc != -EPROTO) {
@@ -597,7 +608,8 @@ static void req_tx(struct ntrdma_qp *qp)
 }
 
 /*
- * Transmit for @qp: responses owed first, then requests; the segments are
+ * Transmit for @qp: responses owed first, then requests, in a pass of at
+ * most NTRDMA_TX_BUDGET (the tx work makes the next); the segments are
  * published (doorbell, DMA issue) once, at the end.
  */
 void ntrdma_req_tx(struct ntrdma_qp *qp)
@@ -605,6 +617,7 @@ void ntrdma_req_tx(struct ntrdma_qp *qp)
 	unsigned long flags;
 
 	spin_lock_irqsave(&qp->sq_lock, flags);
+	qp->tx_budget = NTRDMA_TX_BUDGET;
 	if ((qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS ||
 	     qp->state == IB_QPS_SQD || qp->resp_fatal) &&
 	    !ntrdma_resp_tx(qp))

@@ -568,6 +568,8 @@ static int resp_send_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r,
 		if (!n && r->sent < r->total)
 			return -EFAULT;
 		r->sent += n;
+		if (r->sent < r->total && ntrdma_vx_tx_spent(qp))
+			return -EINPROGRESS;	/* the next pass goes on */
 	} while (r->sent < r->total);
 	return 0;
 }
@@ -596,8 +598,9 @@ static void resp_fault(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
 
 /*
  * Send what the responder owes, in order: 0 when all went out, negative
- * when the transport is full (the QP waits for its wake-up). A fatal NAK
- * puts the QP in ERR once sent.
+ * when the transport is full (the QP waits for its wake-up) or the pass's
+ * budget is spent (the tx work makes the next pass). A fatal NAK puts the
+ * QP in ERR once sent.
  */
 int ntrdma_resp_tx(struct ntrdma_qp *qp)
 {
@@ -607,6 +610,10 @@ int ntrdma_resp_tx(struct ntrdma_qp *qp)
 
 	lockdep_assert_held(&qp->sq_lock);
 	while (qp->rsp_head != qp->rsp_tail) {
+		if (ntrdma_vx_tx_spent(qp)) {
+			ntrdma_vx_kick(qp);
+			return -EINPROGRESS;
+		}
 		r = &qp->rsp[qp->rsp_head % NTRDMA_QP_RSP];
 		memset(&h, 0, sizeof(h));
 		h.src_qpn = qp->ibqp.qp_num;
@@ -635,6 +642,10 @@ int ntrdma_resp_tx(struct ntrdma_qp *qp)
 		}
 		if (n == -EBUSY)
 			return n;	/* send_done kicks us */
+		if (n == -EINPROGRESS) {
+			ntrdma_vx_kick(qp);	/* the budget: the rest later */
+			return n;
+		}
 		if (n < 0 && n != -EFAULT)
 			return n;	/* link gone: the flush follows */
 		resp_drop(r);

@@ -427,22 +427,53 @@ static void vx_meta_drop(struct ntrdma_seg_meta *m)
 }
 
 /**
+ * ntrdma_vx_charge() - this transmit pass of @qp copied bytes
+ * @qp: the QP (sq_lock held)
+ * @len: how many
+ * @dma: queued on the DMA channel (a fixed cost), not copied by the CPU
+ */
+void ntrdma_vx_charge(struct ntrdma_qp *qp, u32 len, bool dma)
+{
+	lockdep_assert_held(&qp->sq_lock);
+	qp->tx_budget -= dma ? NTRDMA_TX_DMA_COST : len;
+}
+
+/**
+ * ntrdma_vx_tx_spent() - this transmit pass of @qp used its budget
+ * @qp: the QP (sq_lock held)
+ *
+ * ntrdma_req_tx() gives each pass NTRDMA_TX_BUDGET; the copies of
+ * ntrdma_vx_send() and ntrdma_vx_place() (and pulls) use it up. A pass
+ * that has none left stops and queues the QP's tx work for the rest.
+ *
+ * Return: true once it has none left.
+ */
+bool ntrdma_vx_tx_spent(struct ntrdma_qp *qp)
+{
+	lockdep_assert_held(&qp->sq_lock);
+	return qp->tx_budget <= 0;
+}
+
+/**
  * ntrdma_vx_place() - direct placement for @qp, in the verbs TQP's order
  * @qp: the QP (sq_lock held; ntrdma_place_remote.c)
  * @pc: the pieces
- * @n: how many
+ * @n: how many; set to how many were placed when the CPU copied (the
+ *	first ones, at most NTRDMA_TQP_PLACE_CPU bytes: ntrdma_tqp_place())
  * @mr: the MRs whose pages @pc reads: the DMA channel may copy, holding
  *	them in a segment slot of @qp until it is done
  * @nmr: how many (0: the CPU copies now: pages the caller keeps only
  *	until this returns)
  *
- * Return: 0 when the bytes are written; 1 when they are on the DMA
- * channel, written once the QP's segment count passes the value it has
- * now (ntrdma_vx_pool_wait()); -EBUSY when every segment slot is in
+ * The copy counts against the pass's budget (ntrdma_vx_tx_spent()).
+ *
+ * Return: 0 when the first *@n pieces are written; 1 when all of them are
+ * on the DMA channel, written once the QP's segment count passes the value
+ * it has now (ntrdma_vx_pool_wait()); -EBUSY when every segment slot is in
  * flight (send_done kicks the QP); or ntrdma_tqp_place()'s error.
  */
 int ntrdma_vx_place(struct ntrdma_qp *qp, const struct ntrdma_tqp_piece *pc,
-		    int n, struct ntrdma_mr *const *mr, int nmr)
+		    int *n, struct ntrdma_mr *const *mr, int nmr)
 {
 	struct ntrdma_vx *vx = to_nib(qp->ibqp.device)->vx;
 	struct ntrdma_seg_meta *m = NULL;
@@ -470,8 +501,9 @@ int ntrdma_vx_place(struct ntrdma_qp *qp, const struct ntrdma_tqp_piece *pc,
 	}
 	if (rc < 0)
 		return rc;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < *n; i++)
 		bytes += pc[i].len;
+	ntrdma_vx_charge(qp, bytes, rc == 1);
 	ntrdma_hw_add(qp, NTRDMA_HW_PLACED_BYTES, bytes);
 	if (rc == 1)
 		ntrdma_hw_add(qp, NTRDMA_HW_PLACED_DMA_BYTES, bytes);
@@ -726,7 +758,7 @@ static int vx_send_segment(struct ntrdma_qp *qp,
  * taken (fewer than @len when the TQP's gather list is full), -EBUSY when
  * the QP's segment slots are all in flight, -ENOSPC when the peer has no
  * buffer posted, -EFAULT for an MR address without a page, or the TQP's
- * error.
+ * error. The copy counts against the pass's budget (ntrdma_vx_tx_spent()).
  */
 int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		   const void *inl, u32 inl_len, const struct ntrdma_rsge *sg,
@@ -739,6 +771,7 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	u32 idx, taken = 0, off, n_hdr;
 	struct page *page;
 	int n = 1, i = 0, got, rc;
+	bool dma;
 	u64 addr;
 
 	m = vx_meta_take(qp);
@@ -788,6 +821,9 @@ int ntrdma_vx_send(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		goto undo;
 	}
 	qp->tx_msgs++;
+	dma = !qp->loopback &&
+	      ntrdma_dev_dma_copies(to_nib(qp->ibqp.device)->ndev);
+	ntrdma_vx_charge(qp, n_hdr + taken, dma);
 	ntrdma_hw_add(qp, NTRDMA_HW_TX_SEGS, 1);
 	ntrdma_hw_add(qp, NTRDMA_HW_TX_BYTES, n_hdr + taken);
 	return taken;

@@ -14,6 +14,7 @@
 #ifndef NTRDMA_ENGINE_H
 #define NTRDMA_ENGINE_H
 
+#include <linux/sizes.h>
 #include <linux/skbuff.h>
 #include <linux/types.h>
 
@@ -194,8 +195,14 @@ u64 ntrdma_tqp_doorbells(struct ntrdma_tqp *tqp);
 
 /* ---- direct placement (ntrdma_place.c) ---- */
 
+/*
+ * A placement the CPU copies writes at most this much per call: it runs
+ * under the TQP's lock (and its callers' locks) with interrupts off.
+ */
+#define NTRDMA_TQP_PLACE_CPU	SZ_16K
+
 int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
-		     int n, void *cookie);
+		     int *n, void *cookie);
 bool ntrdma_tqp_place_busy(struct ntrdma_tqp *tqp);
 bool ntrdma_tqp_place_ready(struct ntrdma_tqp *tqp);
 bool ntrdma_tqp_place_fence(struct ntrdma_tqp *tqp);

@@ -11,7 +11,8 @@
  * complete in order, so a later send of the TQP (which goes on the channel
  * while placements are pending) lands after the placed bytes, and
  * placements complete in the order they were queued. Without a channel, or
- * for a small placement with nothing pending, the CPU copies at once.
+ * for a small placement with nothing pending, the CPU copies at once, at
+ * most NTRDMA_TQP_PLACE_CPU bytes a call (interrupts are off).
  *
  * Revocation: ntrdma_tqp_place_fence() waits (bounded) until every
  * placement queued before it has completed. At a session's end the stop
@@ -277,12 +278,28 @@ static bool place_on_channel(struct ntrdma_tqp *tqp, u32 len, void *cookie)
 	       tqp->plc_pos - tqp->plc_done < PLC_RING;
 }
 
+/*
+ * How many of the @n pieces @pc one CPU copy takes: the first, and those
+ * after it while they add up to at most NTRDMA_TQP_PLACE_CPU bytes.
+ */
+static int place_cpu_count(const struct ntrdma_tqp_piece *pc, int n)
+{
+	u32 len = pc[0].len;
+	int i;
+
+	for (i = 1; i < n && len + pc[i].len <= NTRDMA_TQP_PLACE_CPU; i++)
+		len += pc[i].len;
+	return i;
+}
+
 /**
  * ntrdma_tqp_place() - write bytes straight into the peer's memory, in order
  * @tqp: the TQP whose order the writes keep
  * @pc: the pieces: @len bytes of @page from @off each, to the peer's DMA
  *	address @dst (what the flat window reaches there)
- * @n: how many (at most NTRDMA_TQP_MAX_SGE)
+ * @n: how many (at most NTRDMA_TQP_MAX_SGE); when the CPU copies, set to
+ *	how many it wrote: the first ones, up to NTRDMA_TQP_PLACE_CPU bytes
+ *	(at least one piece; a piece is at most a page)
  * @cookie: for send_done when the copy goes on the DMA channel; NULL: the
  *	CPU copies (pages the caller cannot keep until send_done)
  *
@@ -292,19 +309,21 @@ static bool place_on_channel(struct ntrdma_tqp *tqp, u32 len, void *cookie)
  * behind copies still on the channel waits for them: -ENOSPC, and
  * tx_space follows. Any context but hard irq.
  *
- * Return: 0 once the bytes are written, 1 when they are on the channel,
- * -ENOSPC (see above), -ENOLINK without a session or once the peer told us
- * it left it (it may give its pages back right after), -EINVAL for a piece
- * outside the window.
+ * Return: 0 once the first *@n pieces are written (the caller places the
+ * rest with another call), 1 when all of them are on the channel, -ENOSPC
+ * (see above), -ENOLINK without a session or once the peer told us it left
+ * it (it may give its pages back right after), -EINVAL for a piece outside
+ * the window.
  */
 int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
-		     int n, void *cookie)
+		     int *n, void *cookie)
 {
 	unsigned long flags;
 	int rc = -ENOSPC;
 	u32 len;
 
-	if (n < 1 || n > NTRDMA_TQP_MAX_SGE || !place_reach(tqp, pc, n, &len))
+	if (*n < 1 || *n > NTRDMA_TQP_MAX_SGE ||
+	    !place_reach(tqp, pc, *n, &len))
 		return -EINVAL;
 	spin_lock_irqsave(&tqp->tx_lock, flags);
 	if (!place_may_write(tqp)) {
@@ -316,7 +335,7 @@ int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
 		goto out;
 	}
 	if (place_on_channel(tqp, len, cookie))
-		rc = place_dma(tqp, pc, n, len, cookie);
+		rc = place_dma(tqp, pc, *n, len, cookie);
 	if (rc == 1)
 		goto out;
 	if (tqp_copies_pending(tqp)) {
@@ -324,7 +343,8 @@ int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
 		rc = -ENOSPC;
 		goto out;
 	}
-	place_cpu(tqp, pc, n);
+	*n = place_cpu_count(pc, *n);
+	place_cpu(tqp, pc, *n);
 	rc = 0;
 out:
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);

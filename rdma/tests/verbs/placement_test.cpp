@@ -831,3 +831,113 @@ TEST_F(PlacementDma, NothingLandsAfterDeregUnderWriteStream) {
 
 }  // namespace
 }  // namespace ntv
+
+namespace ntv {
+namespace {
+
+// Sets a module parameter of ntrdma for the scope, then puts it back.
+class ParamScope {
+  public:
+    ParamScope(const std::string& name, const std::string& value)
+        : path_("/sys/module/ntrdma/parameters/" + name) {
+        std::ifstream in(path_);
+        in >> saved_;
+        ok_ = static_cast<bool>(in) && Write(value);
+    }
+    ~ParamScope() {
+        if (ok_) {
+            EXPECT_TRUE(Write(saved_)) << "cannot restore " << path_;
+        }
+    }
+    ParamScope(const ParamScope&) = delete;
+    ParamScope& operator=(const ParamScope&) = delete;
+    bool ok() const { return ok_; }
+
+  private:
+    bool Write(const std::string& v) const {
+        std::ofstream out(path_);
+        out << v << std::flush;
+        return static_cast<bool>(out);
+    }
+
+    std::string path_;
+    std::string saved_;
+    bool ok_ = false;
+};
+
+class PlacementBudget : public Placement {
+  protected:
+    // One ibv_post_send of @n WRITEs of the whole 8 MiB source into the
+    // target at offset 2048 (pieces of half a page each: below
+    // place_copybreak, so CPU copies), only the last signalled. The post
+    // returns at once: the kernel places a bounded amount per pass and
+    // the rest from the QP's work, with interrupts on in between. Every
+    // WRITE completes, and the bytes are there.
+    void ManyLargeWritesInOnePost(int n) {
+        constexpr size_t kLen = 8u << 20;
+        constexpr size_t kOff = 2048;
+        ConnSpec cs;
+        cs.wr = static_cast<uint32_t>(std::min(a_.dev.max_qp_wr, 4096));
+        n = std::min<int>(n, static_cast<int>(cs.wr));
+        Conn c = Connect(cs);
+        Buf* src = Reg(a_, kLen, kLocal);
+        Buf* dst = Reg(b_, kLen + 4096, kRemoteAll);
+        ASSERT_FALSE(HasFailure());
+        ASSERT_TRUE(WaitDirect(c, src, dst)) << "no WRITE was placed directly in 5 s";
+        Fill(src->p(), kLen, 77);
+        std::this_thread::sleep_for(milliseconds(50));
+        const long long placed0 = HwCounter(a_.name, "placed_writes");
+        std::vector<Wr> ws;
+        for (int i = 0; i < n; i++) {
+            Wr w = WriteWr(1000 + i, src->sge(0, kLen), dst, kOff);
+            w.flags = i == n - 1 ? IBV_SEND_SIGNALED : 0;
+            ws.push_back(w);
+        }
+        const auto t0 = Clock::now();
+        ASSERT_EQ(PostChain(c.a, ws), 0);
+        const long post_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+        std::vector<ibv_wc> wc = PollCq(a_.scq, 1, 600000);
+        const long all_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+        std::cout << "[ NOTE     ] " << n << " WRITEs of 8 MiB: the post took " << post_ms
+                  << " ms, all of them " << all_ms << " ms" << std::endl;
+        EXPECT_LT(post_ms, 200) << "one doorbell placed everything before returning";
+        ASSERT_EQ(wc.size(), 1u) << "the last WRITE did not complete";
+        ASSERT_EQ(wc[0].status, IBV_WC_SUCCESS) << WcStr(wc[0]);
+        EXPECT_EQ(wc[0].wr_id, 1000u + n - 1);
+        EXPECT_EQ(FirstDiff(src->p(), dst->p() + kOff, kLen), -1);
+        std::this_thread::sleep_for(milliseconds(50));
+        EXPECT_GE(HwCounter(a_.name, "placed_writes") - placed0, n)
+            << "the WRITEs were not placed directly";
+    }
+};
+
+// The default placement settings.
+TEST_F(PlacementBudget, ManyLargeWritesInOnePostReturnFast) { ManyLargeWritesInOnePost(256); }
+
+// Every placement a CPU copy, even with a DMA channel (place_copybreak
+// above any placement): the worst case for interrupts off.
+TEST_F(PlacementBudget, ManyLargeCpuWritesInOnePostReturnFast) {
+    ParamScope cb("place_copybreak", "4294967295");
+    ASSERT_TRUE(cb.ok()) << "cannot set place_copybreak";
+    ManyLargeWritesInOnePost(256);
+}
+
+}  // namespace
+}  // namespace ntv
+
+namespace ntv {
+namespace {
+
+// Every placement on the DMA channel (place_copybreak 0): the budget
+// leaves the channel's pipeline full.
+TEST_F(PlacementBudget, ManyLargeDmaWritesInOnePostReturnFast) {
+    if (DmaChannel().empty()) {
+        GTEST_SKIP() << "no DMA channel (use_dma=0 or none offered)";
+    }
+    ParamScope cb("place_copybreak", "0");
+    ASSERT_TRUE(cb.ok()) << "cannot set place_copybreak";
+    ManyLargeWritesInOnePost(256);
+}
+
+}  // namespace
+}  // namespace ntv
