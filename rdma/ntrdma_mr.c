@@ -20,8 +20,10 @@
  * reaper work, never sooner.
  */
 
+#include <linux/delay.h>
 #include <linux/highmem.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/random.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
@@ -36,6 +38,27 @@
 				 IB_ACCESS_REMOTE_ATOMIC)
 
 #define NTRDMA_DEREG_WAIT_S	10
+
+#ifdef NTRDMA_TEST_HOOKS
+/*
+ * Test builds: dereg_mr of an MR that takes windows sleeps this long once
+ * it has decided to go on, so that a test can race a bind against it.
+ */
+static unsigned int dereg_delay_ms;
+module_param(dereg_delay_ms, uint, 0644);
+MODULE_PARM_DESC(dereg_delay_ms,
+		 "Test builds: ms dereg of an MW_BIND MR sleeps past its bound-window check (at most 5000; default 0)");
+
+static void ntrdma_dereg_test_delay(struct ntrdma_mr *mr)
+{
+	unsigned int ms = min(READ_ONCE(dereg_delay_ms), 5000u);
+
+	if (mr->mw_bind && ms)
+		msleep(ms);
+}
+#else
+static inline void ntrdma_dereg_test_delay(struct ntrdma_mr *mr) {}
+#endif
 
 /* Frees the MRs dereg_mr gave up waiting for, once their last user is done;
  * apart from the device, which may go first (see ntrdma_mem_fini()).
@@ -719,6 +742,7 @@ int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 
 	if (atomic_read(&mr->mw_bound))
 		return -EBUSY;	/* windows are bound to it: unbind them first */
+	ntrdma_dereg_test_delay(mr);
 	/*
 	 * No new users; the peer stops placing into it, and writing the
 	 * sinks of our READs held with it (else it is not worth waiting:
