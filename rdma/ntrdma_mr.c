@@ -603,6 +603,29 @@ struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	return &mr->ibmr;
 }
 
+/*
+ * Rereg's point of no return: @mr takes @old's place in the key table, and
+ * @old is dying (no bind counts a window on it any more), unless a window
+ * is bound to @old (-EBUSY).
+ */
+static int ntrdma_mr_replace(struct ntrdma_ib *nib, struct ntrdma_mr *old,
+			     struct ntrdma_mr *mr)
+{
+	unsigned long flags;
+	int rc = 0;
+
+	xa_lock_irqsave(&nib->mr_xa, flags);
+	if (atomic_read(&old->mw_bound)) {
+		rc = -EBUSY;
+	} else {
+		old->dying = true;
+		/* The index is taken: storing into it allocates nothing. */
+		__xa_store(&nib->mr_xa, mr->index, mr, GFP_ATOMIC);
+	}
+	xa_unlock_irqrestore(&nib->mr_xa, flags);
+	return rc;
+}
+
 /**
  * ntrdma_rereg_user_mr() - ibv_rereg_mr(): a new MR in the old one's place
  * @ibmr: the user MR
@@ -638,7 +661,7 @@ struct ib_mr *ntrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	if (old->kind != NTRDMA_MR_USER)
 		return ERR_PTR(-EINVAL);
 	if (atomic_read(&old->mw_bound))
-		return ERR_PTR(-EBUSY);	/* windows are bound to it */
+		return ERR_PTR(-EBUSY);	/* early: ntrdma_mr_replace() decides */
 	if (!(flags & IB_MR_REREG_TRANS)) {
 		start = old->umem->address;
 		length = old->umem->length;
@@ -653,11 +676,12 @@ struct ib_mr *ntrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	if (IS_ERR(mr))
 		return ERR_CAST(mr);
 	rc = ntrdma_mr_pin(mr, start, length, iova, access);
+	if (!rc)
+		rc = ntrdma_mr_replace(nib, old, mr);
 	if (rc) {
-		kfree(mr);
+		ntrdma_mr_free(mr);
 		return ERR_PTR(rc);
 	}
-	ntrdma_mr_publish(nib, mr);	/* replaces the old one */
 	return &mr->ibmr;
 }
 
@@ -733,24 +757,46 @@ static bool ntrdma_mr_released(struct ntrdma_mr *mr, unsigned int wait_s)
 	return done;
 }
 
+/*
+ * Dereg's point of no return: -EBUSY while a window is bound to @mr (unbind
+ * it first). Else @mr is dying, so no bind counts a window on it any more
+ * (ntrdma_mw_bind() checks under the same lock), and its key leaves the
+ * table, unless a rereg put its successor there (same key).
+ */
+static int ntrdma_mr_retire(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	unsigned long flags;
+	int rc = 0;
+
+	xa_lock_irqsave(&nib->mr_xa, flags);
+	if (atomic_read(&mr->mw_bound)) {
+		rc = -EBUSY;
+	} else {
+		mr->dying = true;
+		/* Storing NULL allocates nothing. */
+		__xa_cmpxchg(&nib->mr_xa, mr->index, mr, NULL, GFP_ATOMIC);
+	}
+	xa_unlock_irqrestore(&nib->mr_xa, flags);
+	return rc;
+}
+
 int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct ntrdma_ib *nib = to_nib(ibmr->device);
 	struct ntrdma_mr *mr = to_nmr(ibmr);
-
 	bool revoked;
+	int rc;
 
-	if (atomic_read(&mr->mw_bound))
-		return -EBUSY;	/* windows are bound to it: unbind them first */
+	rc = ntrdma_mr_retire(nib, mr);
+	if (rc)
+		return rc;
 	ntrdma_dereg_test_delay(mr);
 	/*
-	 * No new users; the peer stops placing into it, and writing the
-	 * sinks of our READs held with it (else it is not worth waiting:
-	 * those references stay until the peer provably left the session);
-	 * the transfers still using it finish.
+	 * No new users (the key is out of the table); the peer stops placing
+	 * into it, and writing the sinks of our READs held with it (else it
+	 * is not worth waiting: those references stay until the peer
+	 * provably left the session); the transfers still using it finish.
 	 */
-	/* Unless a rereg put its successor in the slot (same key). */
-	xa_cmpxchg_irq(&nib->mr_xa, mr->index, mr, NULL, GFP_KERNEL);
 	revoked = ntrdma_unexport_mr(nib, mr) && ntrdma_sink_mr_quiet(nib, mr);
 	ntrdma_mr_put(mr);
 	if (ntrdma_mr_released(mr, revoked ? NTRDMA_DEREG_WAIT_S : 0))
