@@ -24,6 +24,7 @@
 #include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/moduleparam.h>
+#include <linux/nospec.h>
 #include <linux/random.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
@@ -457,14 +458,16 @@ int ntrdma_mr_check(struct ntrdma_mr *mr, u64 addr, u64 len)
 int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
 		    struct page **page, u32 *off)
 {
-	u64 pos, va, ps;
+	u64 pos, va, ps, i;
 
+	/* @addr is the user's or the peer's: each index below is clamped. */
 	switch (mr->kind) {
 	case NTRDMA_MR_USER:
 		pos = ib_umem_offset(mr->umem) + (addr - mr->iova);
 		if ((pos >> PAGE_SHIFT) >= mr->nupages)
 			return -EFAULT;
-		*page = mr->upages[pos >> PAGE_SHIFT];
+		i = array_index_nospec(pos >> PAGE_SHIFT, (u64)mr->nupages);
+		*page = mr->upages[i];
 		*off = pos & ~PAGE_MASK;
 		break;
 	case NTRDMA_MR_DMA:
@@ -477,7 +480,8 @@ int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
 		pos = (addr - mr->ibmr.iova) + (mr->ibmr.iova & (ps - 1));
 		if (pos / ps >= mr->npages)
 			return -EFAULT;
-		va = mr->pages[pos / ps] + (pos & (ps - 1));
+		i = array_index_nospec(pos / ps, (u64)mr->npages);
+		va = mr->pages[i] + (pos & (ps - 1));
 		len = min_t(u64, len, ps - (pos & (ps - 1)));
 		goto kva;
 	default:
