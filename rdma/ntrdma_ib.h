@@ -176,6 +176,11 @@ struct ntrdma_mr {
 	bool mw_bind;			/* IB_ACCESS_MW_BIND */
 	atomic_t mw_bound;		/* windows bound to it */
 	/*
+	 * Dereg or rereg is past its check for bound windows (set under the
+	 * key table's lock, where binds count windows): no window binds.
+	 */
+	bool dying;
+	/*
 	 * NTRDMA_MR_MW (under the key table's lock): the window is
 	 * [iova, iova + length) of @parent (a reference) with @access,
 	 * valid while bound.

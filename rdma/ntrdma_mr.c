@@ -20,8 +20,11 @@
  * reaper work, never sooner.
  */
 
+#include <linux/delay.h>
 #include <linux/highmem.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
+#include <linux/nospec.h>
 #include <linux/random.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
@@ -36,6 +39,27 @@
 				 IB_ACCESS_REMOTE_ATOMIC)
 
 #define NTRDMA_DEREG_WAIT_S	10
+
+#ifdef NTRDMA_TEST_HOOKS
+/*
+ * Test builds: dereg_mr of an MR that takes windows sleeps this long once
+ * it has decided to go on, so that a test can race a bind against it.
+ */
+static unsigned int dereg_delay_ms;
+module_param(dereg_delay_ms, uint, 0644);
+MODULE_PARM_DESC(dereg_delay_ms,
+		 "Test builds: ms dereg of an MW_BIND MR sleeps past its bound-window check (at most 5000; default 0)");
+
+static void ntrdma_dereg_test_delay(struct ntrdma_mr *mr)
+{
+	unsigned int ms = min(READ_ONCE(dereg_delay_ms), 5000u);
+
+	if (mr->mw_bind && ms)
+		msleep(ms);
+}
+#else
+static inline void ntrdma_dereg_test_delay(struct ntrdma_mr *mr) {}
+#endif
 
 /* Frees the MRs dereg_mr gave up waiting for, once their last user is done;
  * apart from the device, which may go first (see ntrdma_mem_fini()).
@@ -434,14 +458,16 @@ int ntrdma_mr_check(struct ntrdma_mr *mr, u64 addr, u64 len)
 int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
 		    struct page **page, u32 *off)
 {
-	u64 pos, va, ps;
+	u64 pos, va, ps, i;
 
+	/* @addr is the user's or the peer's: each index below is clamped. */
 	switch (mr->kind) {
 	case NTRDMA_MR_USER:
 		pos = ib_umem_offset(mr->umem) + (addr - mr->iova);
 		if ((pos >> PAGE_SHIFT) >= mr->nupages)
 			return -EFAULT;
-		*page = mr->upages[pos >> PAGE_SHIFT];
+		i = array_index_nospec(pos >> PAGE_SHIFT, (u64)mr->nupages);
+		*page = mr->upages[i];
 		*off = pos & ~PAGE_MASK;
 		break;
 	case NTRDMA_MR_DMA:
@@ -454,7 +480,8 @@ int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
 		pos = (addr - mr->ibmr.iova) + (mr->ibmr.iova & (ps - 1));
 		if (pos / ps >= mr->npages)
 			return -EFAULT;
-		va = mr->pages[pos / ps] + (pos & (ps - 1));
+		i = array_index_nospec(pos / ps, (u64)mr->npages);
+		va = mr->pages[i] + (pos & (ps - 1));
 		len = min_t(u64, len, ps - (pos & (ps - 1)));
 		goto kva;
 	default:
@@ -580,6 +607,29 @@ struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	return &mr->ibmr;
 }
 
+/*
+ * Rereg's point of no return: @mr takes @old's place in the key table, and
+ * @old is dying (no bind counts a window on it any more), unless a window
+ * is bound to @old (-EBUSY).
+ */
+static int ntrdma_mr_replace(struct ntrdma_ib *nib, struct ntrdma_mr *old,
+			     struct ntrdma_mr *mr)
+{
+	unsigned long flags;
+	int rc = 0;
+
+	xa_lock_irqsave(&nib->mr_xa, flags);
+	if (atomic_read(&old->mw_bound)) {
+		rc = -EBUSY;
+	} else {
+		old->dying = true;
+		/* The index is taken: storing into it allocates nothing. */
+		__xa_store(&nib->mr_xa, mr->index, mr, GFP_ATOMIC);
+	}
+	xa_unlock_irqrestore(&nib->mr_xa, flags);
+	return rc;
+}
+
 /**
  * ntrdma_rereg_user_mr() - ibv_rereg_mr(): a new MR in the old one's place
  * @ibmr: the user MR
@@ -615,7 +665,7 @@ struct ib_mr *ntrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	if (old->kind != NTRDMA_MR_USER)
 		return ERR_PTR(-EINVAL);
 	if (atomic_read(&old->mw_bound))
-		return ERR_PTR(-EBUSY);	/* windows are bound to it */
+		return ERR_PTR(-EBUSY);	/* early: ntrdma_mr_replace() decides */
 	if (!(flags & IB_MR_REREG_TRANS)) {
 		start = old->umem->address;
 		length = old->umem->length;
@@ -630,11 +680,12 @@ struct ib_mr *ntrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	if (IS_ERR(mr))
 		return ERR_CAST(mr);
 	rc = ntrdma_mr_pin(mr, start, length, iova, access);
+	if (!rc)
+		rc = ntrdma_mr_replace(nib, old, mr);
 	if (rc) {
-		kfree(mr);
+		ntrdma_mr_free(mr);
 		return ERR_PTR(rc);
 	}
-	ntrdma_mr_publish(nib, mr);	/* replaces the old one */
 	return &mr->ibmr;
 }
 
@@ -710,23 +761,46 @@ static bool ntrdma_mr_released(struct ntrdma_mr *mr, unsigned int wait_s)
 	return done;
 }
 
+/*
+ * Dereg's point of no return: -EBUSY while a window is bound to @mr (unbind
+ * it first). Else @mr is dying, so no bind counts a window on it any more
+ * (ntrdma_mw_bind() checks under the same lock), and its key leaves the
+ * table, unless a rereg put its successor there (same key).
+ */
+static int ntrdma_mr_retire(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	unsigned long flags;
+	int rc = 0;
+
+	xa_lock_irqsave(&nib->mr_xa, flags);
+	if (atomic_read(&mr->mw_bound)) {
+		rc = -EBUSY;
+	} else {
+		mr->dying = true;
+		/* Storing NULL allocates nothing. */
+		__xa_cmpxchg(&nib->mr_xa, mr->index, mr, NULL, GFP_ATOMIC);
+	}
+	xa_unlock_irqrestore(&nib->mr_xa, flags);
+	return rc;
+}
+
 int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct ntrdma_ib *nib = to_nib(ibmr->device);
 	struct ntrdma_mr *mr = to_nmr(ibmr);
-
 	bool revoked;
+	int rc;
 
-	if (atomic_read(&mr->mw_bound))
-		return -EBUSY;	/* windows are bound to it: unbind them first */
+	rc = ntrdma_mr_retire(nib, mr);
+	if (rc)
+		return rc;
+	ntrdma_dereg_test_delay(mr);
 	/*
-	 * No new users; the peer stops placing into it, and writing the
-	 * sinks of our READs held with it (else it is not worth waiting:
-	 * those references stay until the peer provably left the session);
-	 * the transfers still using it finish.
+	 * No new users (the key is out of the table); the peer stops placing
+	 * into it, and writing the sinks of our READs held with it (else it
+	 * is not worth waiting: those references stay until the peer
+	 * provably left the session); the transfers still using it finish.
 	 */
-	/* Unless a rereg put its successor in the slot (same key). */
-	xa_cmpxchg_irq(&nib->mr_xa, mr->index, mr, NULL, GFP_KERNEL);
 	revoked = ntrdma_unexport_mr(nib, mr) && ntrdma_sink_mr_quiet(nib, mr);
 	ntrdma_mr_put(mr);
 	if (ntrdma_mr_released(mr, revoked ? NTRDMA_DEREG_WAIT_S : 0))

@@ -13,7 +13,11 @@
  * and (type 2) the QP it was bound through, then holds the MR itself,
  * never the window, so unbinding and freeing a window waits for nothing.
  * A bound window holds a reference on its MR; the MR cannot be
- * deregistered (-EBUSY) while a window is bound to it.
+ * deregistered (-EBUSY) while a window is bound to it. Dereg (and rereg)
+ * checks for bound windows and marks the MR dying in one step under the
+ * key table's lock, where a bind checks its MR and counts its window: a
+ * bind to a dying MR fails as a bind to an invalid one does, so no window
+ * outlives its MR's dereg.
  */
 
 #include <linux/slab.h>
@@ -141,7 +145,8 @@ int ntrdma_mw_bind(struct ntrdma_qp *qp, const struct ntrdma_send_wqe *q)
 	}
 	xa_lock_irqsave(&nib->mr_xa, flags);
 	win = xa_load(&nib->mr_xa, q->rkey >> 8);
-	if (mw_bind_ok(win, qp, q->imm_data, !len)) {
+	/* Dereg or rereg of the MR decided to go on: it takes no window. */
+	if ((!mr || !mr->dying) && mw_bind_ok(win, qp, q->imm_data, !len)) {
 		old = mw_detach(nib, win);
 		win->key = q->imm_data;
 		if (mr) {

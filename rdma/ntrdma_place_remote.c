@@ -34,6 +34,7 @@
 #include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/moduleparam.h>
+#include <linux/nospec.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
@@ -133,7 +134,8 @@ static int rmr_read_chunk(struct ntrdma_ib *nib, struct ntrdma_rmr *rmr,
 			  const struct ntrdma_wire_mr_export *e)
 {
 	u64 reach = ntrdma_dev_peer_reach(nib->ndev);
-	u64 *list = &rmr->page[e->first];
+	/* e->first < npages, checked: clamped under speculation too */
+	u64 *list = &rmr->page[array_index_nospec(e->first, rmr->npages)];
 	unsigned long flags;
 	u32 i;
 	int rc;
@@ -481,6 +483,18 @@ static void place_took(struct ntrdma_swqe *w, struct place_cur *c,
 }
 
 /*
+ * The window address of the export page holding byte @pos of @rmr (counted
+ * from its first page): inside it, as place_target() checked the range
+ * against the peer's iova and length; the index is clamped to the page
+ * list under speculation too.
+ */
+static u64 rmr_page(const struct ntrdma_rmr *rmr, u64 pos)
+{
+	return rmr->page[array_index_nospec(pos / NTRDMA_EXPORT_PAGE,
+					    (u64)rmr->npages)];
+}
+
+/*
  * Up to NTRDMA_TQP_MAX_SGE pieces of @w's payload from @c into @rmr,
  * advancing @c; the count (negative: a source address without a page).
  */
@@ -499,8 +513,7 @@ static int place_pieces(const struct ntrdma_rmr *rmr,
 				&pc[n].page, &pc[n].off);
 		if (got <= 0)
 			return -EFAULT;
-		pc[n].dst = rmr->page[pos / NTRDMA_EXPORT_PAGE] +
-			    pos % NTRDMA_EXPORT_PAGE;
+		pc[n].dst = rmr_page(rmr, pos) + pos % NTRDMA_EXPORT_PAGE;
 		pc[n].len = got;
 		place_advance(w, c, got);
 		n++;

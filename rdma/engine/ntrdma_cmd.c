@@ -17,6 +17,7 @@
 
 #include <linux/io.h>
 #include <linux/jiffies.h>
+#include <linux/nospec.h>
 #include <linux/slab.h>
 
 #include "ntrdma_priv.h"
@@ -234,6 +235,19 @@ static void cmd_vdb(struct ntrdma_dev *ndev, void *ctx)
 	queue_work(c->wq, &c->work);
 }
 
+/* The handler of the peer's op @op and its context in @ctx; NULL if none. */
+static ntrdma_cmd_fn cmd_handler(struct ntrdma_cmd *c, u16 op, void **ctx)
+{
+	lockdep_assert_held(&c->lock);
+	*ctx = NULL;
+	if (op >= NTRDMA_CMD_OPS)
+		return NULL;
+	/* the peer's number: no load past the tables under speculation */
+	op = array_index_nospec(op, NTRDMA_CMD_OPS);
+	*ctx = c->fn_ctx[op];
+	return c->fn[op];
+}
+
 /* Requests from the peer, in order, in process context. */
 static void cmd_work(struct work_struct *work)
 {
@@ -284,8 +298,7 @@ static void cmd_work(struct work_struct *work)
 		rsp.seq = cons;
 		rlen = 0;
 		spin_lock_irqsave(&c->lock, flags);
-		fn = req->op < NTRDMA_CMD_OPS ? c->fn[req->op] : NULL;
-		fn_ctx = fn ? c->fn_ctx[req->op] : NULL;
+		fn = cmd_handler(c, req->op, &fn_ctx);
 		spin_unlock_irqrestore(&c->lock, flags);
 		if (fn) {
 			rsp.status = fn(fn_ctx, req->data, req->len, rsp.data,

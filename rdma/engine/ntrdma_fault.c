@@ -40,14 +40,18 @@
 
 #include <linux/debugfs.h>
 #include <linux/io.h>
+#include <linux/nospec.h>
 #include <linux/prandom.h>
 #include <linux/uaccess.h>
 
 #include "ntrdma_priv.h"
 
+/* The TQP a request names (a number the user wrote), or NULL. */
 static struct ntrdma_tqp *fault_tqp(struct ntrdma_dev *ndev, unsigned int id)
 {
-	return id < NTRDMA_TQP_COUNT ? ndev->tqp[id] : NULL;
+	if (id >= NTRDMA_TQP_COUNT)
+		return NULL;
+	return ndev->tqp[array_index_nospec(id, NTRDMA_TQP_COUNT)];
 }
 
 /* A zero-length completion, published, in the peer's next slot. */
@@ -187,15 +191,17 @@ static int fault_run_tqp(struct ntrdma_dev *ndev,
 
 	if (sscanf(buf, "rx_event %u %u", &id, &value) == 2) {
 		/* no doorbell: the peer must not look before it sends */
-		if (!fault_tqp(ndev, id))
+		tqp = fault_tqp(ndev, id);
+		if (!tqp)
 			return -ENODEV;
-		iowrite32(value, &pi->tqp[id].rx_event);
+		iowrite32(value, &pi->tqp[tqp->id].rx_event);
 		return 0;
 	}
 	if (sscanf(buf, "cq_prod %u %u", &id, &value) == 2) {
-		if (!fault_tqp(ndev, id))
+		tqp = fault_tqp(ndev, id);
+		if (!tqp)
 			return -ENODEV;
-		iowrite32(value, &pi->tqp[id].cq_prod);
+		iowrite32(value, &pi->tqp[tqp->id].cq_prod);
 	} else if (sscanf(buf, "cqe %u", &id) == 1) {
 		tqp = fault_tqp(ndev, id);
 		if (!tqp)

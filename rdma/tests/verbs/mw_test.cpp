@@ -8,7 +8,13 @@
 // no lkey, binds that break the rules complete MW_BIND_ERR, a bound type 2
 // window is not bound again, an MR with a bound window is not deregistered
 // (EBUSY), and unbinding (type 1) or invalidating (type 2) takes effect;
-// SENDs around a bind keep their order when the first is NAKed (RNR).
+// SENDs around a bind keep their order when the first is NAKed (RNR);
+// a bind racing the dereg of its MR: one of them fails.
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
 #include "verbs_datapath.hpp"
 
 namespace ntv {
@@ -16,6 +22,15 @@ namespace {
 
 constexpr size_t kLen = 8192;
 constexpr int kMwBind = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND;
+// Test builds: how long dereg of an MW_BIND MR sleeps past its check for
+// bound windows (ntrdma_mr.c).
+constexpr const char* kDeregDelay = "/sys/module/ntrdma/parameters/dereg_delay_ms";
+
+bool SetDeregDelay(unsigned ms) {
+    std::ofstream f(kDeregDelay);
+    f << ms << std::endl;
+    return f.good();
+}
 
 class Mw : public SameDevice {
   protected:
@@ -275,6 +290,43 @@ TEST_F(Mw, DeregWithABoundWindowIsBusy) {
     ASSERT_EQ(ibv_dealloc_mw(mw), 0);
     mws_.clear();
     EXPECT_EQ(Dereg(mr), 0);
+}
+
+// A bind of a window (from the SQ) onto an MR while another thread
+// deregisters the MR: dereg sleeps past its check for bound windows
+// (kDeregDelay), the bind runs inside that sleep. One of them fails:
+// either the dereg (EBUSY) and the window works, or the bind (MW_BIND_ERR)
+// and the window grants nothing. A window bound to a deregistered MR
+// would go on granting remote access to its pages.
+TEST_F(Mw, BindRacingDeregOneOfThemFails) {
+    if (!std::filesystem::exists(kDeregDelay)) {
+        GTEST_SKIP() << "ntrdma built without CONFIG_NTRDMA_TEST_HOOKS (no " << kDeregDelay << ")";
+    }
+    Conn other = Connect();  // a failed bind takes c_.b to the error state
+    ibv_mw* mw = AllocMw(IBV_MW_TYPE_1);
+    ASSERT_NE(mw, nullptr);
+    ASSERT_TRUE(SetDeregDelay(600));
+    ibv_mr* m = mr_->mr;
+    std::future<int> dereg = std::async(std::launch::async, [m] { return ibv_dereg_mr(m); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    const ibv_wc_status bind = Bind1(mw, mr_, 0, kLen, IBV_ACCESS_REMOTE_WRITE);
+    const int rc = dereg.get();
+    EXPECT_TRUE(SetDeregDelay(0));
+    const ibv_wc_status write = Access(IBV_WR_RDMA_WRITE, mw->rkey, 0, 64, other.a);
+    if (rc == 0) {
+        mr_->mr = nullptr;  // deregistered: not again in TearDown
+        EXPECT_EQ(bind, IBV_WC_MW_BIND_ERR) << "a window was bound to an MR being deregistered";
+        EXPECT_EQ(write, IBV_WC_REM_ACCESS_ERR)
+            << "the window of a deregistered MR grants remote access";
+        EXPECT_TRUE(std::all_of(mr_->p(0), mr_->p(64), [](uint8_t b) { return b == 0; }))
+            << "the deregistered MR's pages were written";
+    } else {
+        EXPECT_EQ(rc, EBUSY) << "ibv_dereg_mr: " << std::strerror(rc);
+        EXPECT_EQ(bind, IBV_WC_SUCCESS);
+        EXPECT_EQ(write, IBV_WC_SUCCESS);
+        ASSERT_EQ(ibv_dealloc_mw(mw), 0);
+        mws_.clear();
+    }
 }
 
 }  // namespace
