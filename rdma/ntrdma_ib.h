@@ -192,6 +192,9 @@ struct ntrdma_mr {
 	struct work_struct reap_work;
 	/* exported for direct placement (ntrdma_place_export.c, its lock) */
 	dma_addr_t *export_dma;		/* the pages, for the NTB device */
+	/* a page of export_dma's entries the peer reads; lives with the MR */
+	u64 *export_list;
+	dma_addr_t export_list_dma;
 	u32 export_session;		/* 0: not exported */
 	struct list_head export_link;
 };

@@ -5,6 +5,11 @@
 // target's CPU, in IB order, and never after the MR was deregistered. Loop
 // topology (both ends in this process).
 #include <arpa/inet.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -554,6 +559,187 @@ TEST_F(PlacementSessionEnd, NothingLandsInTheSinkAfterDeregWhenTheRequesterEndsT
                   << HwCounter(a_.name, "pushed_reads") - pushed0 << " written into the sink)"
                   << std::endl;
     }
+}
+
+// The physical address of the page holding @p (/proc/self/pagemap: root
+// only), 0 when unknown. Without an IOMMU it is the page's DMA address.
+uint64_t PhysAddr(const void* p) {
+    const uint64_t page = sysconf(_SC_PAGESIZE);
+    std::ifstream f("/proc/self/pagemap", std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(reinterpret_cast<uintptr_t>(p) / page * 8));
+    uint64_t e = 0;
+    f.read(reinterpret_cast<char*>(&e), sizeof(e));
+    if (!f || !(e >> 63)) {
+        return 0;
+    }
+    return (e & ((1ull << 55) - 1)) * page;
+}
+
+// Pipes whose buffers hold @pages pages of the 64-bit @word repeated: the
+// kernel takes unmovable pages for them, first those this CPU freed last.
+class PipeSpray {
+  public:
+    PipeSpray(uint64_t word, int pages) {
+        std::vector<uint64_t> buf(4096 / sizeof(uint64_t), word);
+        for (int i = 0; i < pages; i += 16) {
+            int fd[2];
+            if (pipe(fd)) {
+                break;
+            }
+            fds_.push_back(fd[0]);
+            fds_.push_back(fd[1]);
+            for (int j = 0; j < 16 && i + j < pages; j++) {
+                if (write(fd[1], buf.data(), 4096) != 4096) {
+                    break;
+                }
+            }
+        }
+    }
+    PipeSpray(const PipeSpray&) = delete;
+    PipeSpray& operator=(const PipeSpray&) = delete;
+    ~PipeSpray() {
+        for (int fd : fds_) {
+            close(fd);
+        }
+    }
+
+  private:
+    std::vector<int> fds_;
+};
+
+// The number of bytes of @p[0..@n) that are not @c.
+size_t NotByte(const uint8_t* p, size_t n, uint8_t c) { return n - std::count(p, p + n, c); }
+
+// An export whose call gave up before the peer read its page list (the
+// peer's command handling held up past the command timeout): the peer
+// reads the list later all the same, and must find the MR's pages there,
+// whatever this side's memory is used for meanwhile. Here the unmovable
+// pages this CPU frees are refilled at once with the address of a canary
+// page: WRITEs through the MR land in the MR, never in the canary.
+TEST_F(PlacementSessionEnd, ExportListLivesUntilThePeerReadIt) {
+    const size_t len = 16384;
+    Conn c;
+    Buf *src, *first;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &first));
+    auto* canary = static_cast<uint8_t*>(aligned_alloc(4096, 4096));
+    ASSERT_NE(canary, nullptr);
+    std::unique_ptr<uint8_t, decltype(&free)> canary_owner(canary, free);
+    std::memset(canary, 0x5c, 4096);
+    ASSERT_EQ(mlock(canary, 4096), 0) << std::strerror(errno);
+    const uint64_t phys = PhysAddr(canary);
+    if (!phys) {
+        GTEST_SKIP() << "no physical address in /proc/self/pagemap (not root?)";
+    }
+    cpu_set_t cpu;
+    CPU_ZERO(&cpu);
+    CPU_SET(sched_getcpu(), &cpu);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(cpu), &cpu), 0);
+    // a's command handling sleeps twice 5 s, b's export waits behind it
+    // and gives up after its 5 s; a reads the export's list at about 10 s.
+    for (int i = 0; i < 2; i++) {
+        std::ofstream(dbg_b_ + "/cmd") << "delay 5000 100" << std::flush;
+    }
+    const auto t0 = Clock::now();
+    Buf* dst = Reg(b_, len, kRemoteAll);
+    const long reg_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    PipeSpray spray(phys, 512);
+    ASSERT_FALSE(HasFailure());
+    EXPECT_GE(reg_ms, 4000) << "the export did not wait for the held-up peer";
+    const long long placed0 = HwCounter(a_.name, "placed_writes");
+    bool placed = false;
+    const auto deadline = Clock::now() + milliseconds(20000);
+    for (int i = 0; !placed && Clock::now() < deadline; i++) {
+        Fill(src->p(), len, 40 + i);
+        ASSERT_EQ(WriteOnce(c, src, dst, len), IBV_WC_SUCCESS) << "WRITE " << i;
+        ASSERT_EQ(NotByte(canary, 4096, 0x5c), 0u) << "WRITE " << i << " landed in the canary";
+        ASSERT_EQ(FirstDiff(src->p(), dst->p(), len), -1) << "WRITE " << i;
+        std::this_thread::sleep_for(milliseconds(100));
+        placed = HwCounter(a_.name, "placed_writes") > placed0;
+    }
+    EXPECT_TRUE(placed) << "the export never reached a: nothing was placed directly in 20 s";
+    std::cout << "[ NOTE     ] ibv_reg_mr took " << reg_ms << " ms" << std::endl;
+}
+
+// An MR registered while the session ends and the next one comes up: the
+// link-up work exports it into the new session while the registration's
+// own export, which started in the old one, is still on its way (held
+// open by the test hook "pause"). dereg must revoke the new session's
+// export: the old key places nothing after dereg returned.
+TEST_F(PlacementSessionEnd, AnExportStartedInAnEndedSessionIsStillRevoked) {
+    const size_t len = 16384;
+    Inject(dbg_b_, "pause 8000");
+    Buf* dst = nullptr;
+    std::thread reg([&] { dst = Reg(b_, len, kRemoteAll); });
+    std::this_thread::sleep_for(milliseconds(300));
+    const long long downs = InfoField(dbg_b_, "link_down_events");
+    Inject(dbg_b_, "link_off");
+    const bool down =
+        WaitUntil(10000, [&] { return InfoField(dbg_b_, "link_down_events") > downs; });
+    Inject(dbg_b_, "link_on");
+    Conn c;
+    Buf *src, *other;
+    ConnectWhenUp(len, &c, &src, &other);
+    reg.join();
+    ASSERT_TRUE(down) << "link_off did not end the session in 10 s";
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitDirect(c, src, dst)) << "the MR was not exported into the new session";
+    Wr late = WriteWr(77, src->sge(0, len), dst);
+    ASSERT_EQ(Dereg(dst), 0);
+    std::memset(dst->mem.data(), 0x5A, len);
+    ASSERT_EQ(Post(c.a, late), 0);
+    std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR) << WcStr(wc[0]);
+    EXPECT_EQ(NotByte(dst->mem.data(), len, 0x5A), 0u) << "bytes written after dereg returned";
+}
+
+void IgnoreSignal(int) {}
+
+// dereg under a storm of signals, while the peer's command handling is
+// held up so that the revocations wait: dereg returns only once the peer
+// revoked, so the old keys place nothing after it returned.
+TEST_F(PlacementSessionEnd, DeregUnderSignalsStillRevokes) {
+    const size_t len = 16384;
+    const int n = 8;
+    Conn c;
+    Buf *src, *first;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &first));
+    std::vector<Buf*> dst;
+    std::vector<Wr> late;
+    for (int i = 0; i < n; i++) {
+        dst.push_back(Reg(b_, len, kRemoteAll));
+        ASSERT_FALSE(HasFailure());
+        ASSERT_TRUE(WaitDirect(c, src, dst.back())) << "MR " << i << " was not exported";
+        late.push_back(WriteWr(300 + i, src->sge(0, len), dst.back()));
+    }
+    struct sigaction sa = {}, old = {};
+    sa.sa_handler = IgnoreSignal;  // no SA_RESTART
+    ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);
+    std::ofstream(dbg_b_ + "/cmd") << "delay 2000 100" << std::flush;
+    itimerval storm = {{0, 1000}, {0, 1000}}, off = {};
+    ASSERT_EQ(setitimer(ITIMER_REAL, &storm, nullptr), 0);
+    const auto t0 = Clock::now();
+    for (Buf* d : dst) {
+        EXPECT_EQ(Dereg(d), 0);
+        std::memset(d->mem.data(), 0x5A, len);
+    }
+    const long ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    setitimer(ITIMER_REAL, &off, nullptr);
+    sigaction(SIGALRM, &old, nullptr);
+    for (const Wr& w : late) {
+        ASSERT_EQ(Post(c.a, w), 0);
+        std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
+        ASSERT_EQ(wc.size(), 1u);
+        if (wc[0].status != IBV_WC_SUCCESS) {
+            break;  // the QP is in ERR now: later ones flush
+        }
+    }
+    Drain(a_.scq, 200);
+    for (int i = 0; i < n; i++) {
+        EXPECT_EQ(NotByte(dst[i]->mem.data(), len, 0x5A), 0u)
+            << "MR " << i << ": bytes written after dereg returned";
+    }
+    std::cout << "[ NOTE     ] " << n << " deregs under signals took " << ms << " ms" << std::endl;
 }
 
 }  // namespace
