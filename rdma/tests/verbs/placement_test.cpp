@@ -5,6 +5,7 @@
 // target's CPU, in IB order, and never after the MR was deregistered. Loop
 // topology (both ends in this process).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -565,11 +566,16 @@ TEST_F(PlacementSessionEnd, NothingLandsInTheSinkAfterDeregWhenTheRequesterEndsT
 // only), 0 when unknown. Without an IOMMU it is the page's DMA address.
 uint64_t PhysAddr(const void* p) {
     const uint64_t page = sysconf(_SC_PAGESIZE);
-    std::ifstream f("/proc/self/pagemap", std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(reinterpret_cast<uintptr_t>(p) / page * 8));
+    const int fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0) {
+        return 0;
+    }
     uint64_t e = 0;
-    f.read(reinterpret_cast<char*>(&e), sizeof(e));
-    if (!f || !(e >> 63)) {
+    // pread: pagemap takes reads of whole 8-byte entries only
+    const off_t at = static_cast<off_t>(reinterpret_cast<uintptr_t>(p) / page * 8);
+    const bool ok = pread(fd, &e, sizeof(e), at) == sizeof(e);
+    close(fd);
+    if (!ok || !(e >> 63)) {
         return 0;
     }
     return (e & ((1ull << 55) - 1)) * page;
