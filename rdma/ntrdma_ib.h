@@ -535,6 +535,7 @@ void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
 bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
 bool ntrdma_export_wait_left(struct ntrdma_ib *nib, u32 session);
 void ntrdma_export_unmap(struct ntrdma_mr *mr);
+void ntrdma_export_pd_free(struct ntrdma_ib *nib);
 void ntrdma_export_qp(struct ntrdma_qp *qp, bool up);
 void ntrdma_export_qp_init(struct ntrdma_qp *qp);
 void ntrdma_export_qp_failed(struct ntrdma_qp *qp);

@@ -501,6 +501,20 @@ void ntrdma_export_qp(struct ntrdma_qp *qp, bool up)
 	queue_work(nib->exp->wq, &nib->exp->qp_work);
 }
 
+/**
+ * ntrdma_export_pd_free() - a PD's number is about to be reused
+ * @nib: the verbs device
+ *
+ * Process context. The withdrawals of the PD's QPs (all destroyed by now)
+ * reach the peer first: at the peer, an MR of a new PD with the same
+ * number must never meet a QP export of the old one. Bounded by the
+ * command timeout of each withdrawal still queued.
+ */
+void ntrdma_export_pd_free(struct ntrdma_ib *nib)
+{
+	flush_work(&nib->exp->qp_work);
+}
+
 /* The QP entered ERR: unless it moved on since, it is withdrawn. */
 static void export_qp_failed_work(struct work_struct *work)
 {

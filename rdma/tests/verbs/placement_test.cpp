@@ -748,6 +748,59 @@ TEST_F(PlacementSessionEnd, DeregUnderSignalsStillRevokes) {
     std::cout << "[ NOTE     ] " << n << " deregs under signals took " << ms << " ms" << std::endl;
 }
 
+// PD numbers come back at once, and QP withdrawals travel from a work
+// queue: the peer must never hold a QP export of a freed PD when an MR of
+// a new PD with the same number reaches it. Here the withdrawals wait
+// behind the peer's held-up command handling (two delays around them)
+// while the PD is freed, a new PD allocated and an MR registered in it;
+// then the peer WRITEs through its QP still connected to the destroyed
+// one, with the new MR's key.
+TEST_F(PlacementSessionEnd, AReusedPdNumberMeetsNoStaleQpExport) {
+    const size_t len = 4096;
+    Conn c0;
+    Buf *src, *first;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c0, &src, &first));
+    ibv_pd* const own = b_.pd;
+    b_.pd = ibv_alloc_pd(b_.ctx);
+    ASSERT_NE(b_.pd, nullptr);
+    Conn c1;
+    Buf *src1, *dst1;
+    ConnectDirect(len, &c1, &src1, &dst1);
+    ibv_pd* const old_pd = b_.pd;
+    b_.pd = own;
+    ASSERT_FALSE(HasFailure());
+    ASSERT_EQ(Dereg(dst1), 0);
+    // The peer sleeps 5 s; c0's withdrawal waits for it, c1's behind that.
+    std::ofstream(dbg_b_ + "/cmd") << "delay 5000 100" << std::flush;
+    for (ibv_qp* qp : {c0.b, c1.b}) {
+        std::erase(qps_, qp);
+        ASSERT_EQ(ibv_destroy_qp(qp), 0);
+    }
+    // The PD goes and a new one gets an MR; meanwhile one more delay goes
+    // into the peer's command ring, before c1's withdrawal.
+    Buf* victim = nullptr;
+    std::thread renew([&] {
+        EXPECT_EQ(ibv_dealloc_pd(old_pd), 0);
+        ibv_pd* fresh = AllocPd(b_);
+        if (fresh) {
+            victim = Reg(b_, len, kRemoteAll, fresh);
+        }
+    });
+    std::this_thread::sleep_for(milliseconds(300));
+    std::ofstream(dbg_b_ + "/cmd") << "delay 5000 100" << std::flush;
+    renew.join();
+    ASSERT_NE(victim, nullptr);
+    ASSERT_FALSE(HasFailure());
+    Fill(src1->p(), len, 5);
+    ASSERT_EQ(Post(c1.a, WriteWr(9, src1->sge(0, len), victim)), 0);
+    std::vector<ibv_wc> wc = PollCq(a_.scq, 1, 15000);
+    EXPECT_EQ(NotByte(victim->p(), len, 0), 0u)
+        << "a WRITE through a destroyed QP of another PD landed in the new MR";
+    if (!wc.empty()) {
+        EXPECT_NE(wc[0].status, IBV_WC_SUCCESS) << WcStr(wc[0]);
+    }
+}
+
 }  // namespace
 }  // namespace ntv
 
