@@ -585,6 +585,7 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		    const void *payload, u32 len);
 int ntrdma_resp_tx(struct ntrdma_qp *qp);
 void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post);
+void ntrdma_resp_tx_owed(struct ntrdma_qp *qp);
 
 /* ntrdma_qp.c: for the data path */
 void ntrdma_qp_error(struct ntrdma_qp *qp, enum ib_event_type ev);
