@@ -197,6 +197,9 @@ struct ntrdma_mr {
 	struct work_struct reap_work;
 	/* exported for direct placement (ntrdma_place_export.c, its lock) */
 	dma_addr_t *export_dma;		/* the pages, for the NTB device */
+	/* a page of export_dma's entries the peer reads; lives with the MR */
+	u64 *export_list;
+	dma_addr_t export_list_dma;
 	u32 export_session;		/* 0: not exported */
 	struct list_head export_link;
 };
@@ -550,6 +553,7 @@ void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
 bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
 bool ntrdma_export_wait_left(struct ntrdma_ib *nib, u32 session);
 void ntrdma_export_unmap(struct ntrdma_mr *mr);
+void ntrdma_export_pd_free(struct ntrdma_ib *nib);
 void ntrdma_export_qp(struct ntrdma_qp *qp, bool up);
 void ntrdma_export_qp_init(struct ntrdma_qp *qp);
 void ntrdma_export_qp_failed(struct ntrdma_qp *qp);
@@ -599,6 +603,7 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		    const void *payload, u32 len);
 int ntrdma_resp_tx(struct ntrdma_qp *qp);
 void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post);
+void ntrdma_resp_tx_owed(struct ntrdma_qp *qp);
 
 /* ntrdma_qp.c: for the data path */
 void ntrdma_qp_error(struct ntrdma_qp *qp, enum ib_event_type ev);

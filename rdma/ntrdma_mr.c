@@ -137,6 +137,7 @@ int ntrdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct ntrdma_ib *nib = to_nib(ibpd->device);
 
+	ntrdma_export_pd_free(nib);
 	ida_free(&nib->pd_ida, to_npd(ibpd)->id);
 	atomic_dec(&nib->num_pd);
 	return 0;

@@ -29,6 +29,7 @@
  * semantics for that short time, not of memory safety).
  */
 
+#include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
@@ -58,6 +59,42 @@ static struct device *export_dev(struct ntrdma_ib *nib)
 	return ntrdma_dev_dma_device(nib->ndev);
 }
 
+/*
+ * The page the peer reads an export's page addresses from. Its address goes
+ * to the peer in every MR_EXPORT chunk, and the peer may read it until it
+ * answers, or until it has left the session: the page lives as long as the
+ * MR (whose export reference outlives both), never as long as one call.
+ */
+static int export_list_alloc(struct device *dev, struct ntrdma_mr *mr)
+{
+	BUILD_BUG_ON(NTRDMA_EXPORT_CHUNK * sizeof(u64) > PAGE_SIZE);
+	mr->export_list = (u64 *)__get_free_page(GFP_KERNEL);
+	if (!mr->export_list)
+		return -ENOMEM;
+	mr->export_list_dma = dma_map_single(dev, mr->export_list, PAGE_SIZE,
+					     DMA_TO_DEVICE);
+	if (dma_mapping_error(dev, mr->export_list_dma)) {
+		free_page((unsigned long)mr->export_list);
+		mr->export_list = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void export_list_free(struct device *dev, struct ntrdma_mr *mr)
+{
+	dma_unmap_single(dev, mr->export_list_dma, PAGE_SIZE, DMA_TO_DEVICE);
+	free_page((unsigned long)mr->export_list);
+	mr->export_list = NULL;
+}
+
+static void export_unmap_pages(struct device *dev, dma_addr_t *dma, u32 n)
+{
+	while (n--)
+		dma_unmap_page(dev, dma[n], PAGE_SIZE, DMA_BIDIRECTIONAL);
+	kvfree(dma);
+}
+
 /* Map the MR's pages for the NTB device (what the peer's window reaches). */
 static int export_map(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 {
@@ -77,31 +114,28 @@ static int export_map(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 		if (dma_mapping_error(dev, dma[i]))
 			goto err;
 	}
+	if (export_list_alloc(dev, mr))
+		goto err;
 	mr->export_dma = dma;
 	return 0;
 err:
-	while (i--)
-		dma_unmap_page(dev, dma[i], PAGE_SIZE, DMA_BIDIRECTIONAL);
-	kvfree(dma);
+	export_unmap_pages(dev, dma, i);
 	return -ENOMEM;
 }
 
 /**
  * ntrdma_export_unmap() - undo the export mapping of an MR being freed
- * @mr: the MR (no export reference left)
+ * @mr: the MR (no export reference left: the peer reads none of it)
  */
 void ntrdma_export_unmap(struct ntrdma_mr *mr)
 {
 	struct device *dev;
-	u32 i;
 
 	if (!mr->export_dma)
 		return;
 	dev = export_dev(to_nib(mr->ibmr.device));
-	for (i = 0; i < mr->nupages; i++)
-		dma_unmap_page(dev, mr->export_dma[i], PAGE_SIZE,
-			       DMA_BIDIRECTIONAL);
-	kvfree(mr->export_dma);
+	export_list_free(dev, mr);
+	export_unmap_pages(dev, mr->export_dma, mr->nupages);
 	mr->export_dma = NULL;
 }
 
@@ -118,12 +152,15 @@ static u64 export_page_dma(struct ntrdma_mr *mr, u64 j)
 }
 
 /*
- * Send the MR's export in chunks, into @session only; the list pages go
- * through @list.
+ * Send the MR's export in chunks, into @session only; the page addresses
+ * go through the MR's list page, rewritten only after the peer answered
+ * the chunk before (or left the session of the one that failed).
  */
 static int export_send(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
-		       u64 *list, dma_addr_t list_dma, u32 session)
+		       u32 session)
 {
+	dma_addr_t list_dma = mr->export_list_dma;
+	u64 *list = mr->export_list;
 	struct ntrdma_wire_mr_export e = {
 		.key = mr->key,
 		.pd = to_npd(mr->ibmr.pd)->id,
@@ -152,7 +189,7 @@ static int export_send(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 					   DMA_TO_DEVICE);
 		rc = ntrdma_cmd_call_in(nib->ndev, session,
 					NTRDMA_CMD_MR_EXPORT, &e, sizeof(e),
-					NTRDMA_CMD_TIMEOUT_MS);
+					NTRDMA_CMD_TIMEOUT_MS, 0);
 	}
 	return rc;
 }
@@ -166,33 +203,31 @@ static int export_send(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 static int export_mr_locked(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 			    u32 session)
 {
-	struct device *dev = export_dev(nib);
-	dma_addr_t list_dma;
-	u64 *list;
 	int rc;
 
 	lockdep_assert_held(&nib->exp->lock);
 	rc = mr->export_dma ? 0 : export_map(nib, mr);
 	if (rc)
 		return rc;
-	BUILD_BUG_ON(NTRDMA_EXPORT_CHUNK * sizeof(u64) > PAGE_SIZE);
-	list = (u64 *)__get_free_page(GFP_KERNEL);
-	if (!list)
-		return -ENOMEM;
-	list_dma = dma_map_single(dev, list, PAGE_SIZE, DMA_TO_DEVICE);
-	if (dma_mapping_error(dev, list_dma)) {
-		free_page((unsigned long)list);
-		return -ENOMEM;
-	}
-	rc = export_send(nib, mr, list, list_dma, session);
-	dma_unmap_single(dev, list_dma, PAGE_SIZE, DMA_TO_DEVICE);
-	free_page((unsigned long)list);
+	rc = export_send(nib, mr, session);
 	if (!mr->export_session) {
 		refcount_inc(&mr->refs);	/* the export's */
 		list_add_tail(&mr->export_link, &nib->exp->mrs);
 	}
 	mr->export_session = session;
 	return rc;
+}
+
+/*
+ * The running session, for an export or a drop. Read under the lock that
+ * orders them: whoever holds it next reads this session or a later one, so
+ * an MR's recorded session never goes back to one the peer already left
+ * (dereg would then skip the revocation the later export needs).
+ */
+static u32 export_session_locked(struct ntrdma_ib *nib)
+{
+	lockdep_assert_held(&nib->exp->lock);
+	return ntrdma_link_session(nib->ndev);
 }
 
 /* The export of @mr is over everywhere: its reference goes. */
@@ -223,14 +258,16 @@ static bool export_wanted(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
  */
 void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 {
-	u32 session = ntrdma_link_session(nib->ndev);
+	u32 session;
 	int rc;
 
-	if (!export_wanted(nib, mr) || !session)
+	if (!export_wanted(nib, mr))
 		return;
+	ntrdma_fault_pause(nib->ndev);
 	mutex_lock(&nib->exp->lock);
+	session = export_session_locked(nib);
 	/* dereg may have unpublished it: an export would outlive it */
-	if (xa_load(&nib->mr_xa, mr->index) == mr &&
+	if (session && xa_load(&nib->mr_xa, mr->index) == mr &&
 	    mr->export_session != session) {
 		rc = export_mr_locked(nib, mr, session);
 		if (rc)
@@ -254,7 +291,7 @@ static bool export_peer_left(struct ntrdma_ib *nib, u32 session)
  * session. Wait for that, bounded from the end (one bound for every MR
  * deregistered meanwhile, so a process exit does not wait per MR), so that
  * dereg returns with no placement in flight into the user's pages, not
- * only with the pages pinned.
+ * only with the pages pinned. Signals do not cut it short: it is bounded.
  */
 static void export_wait_peer_left(struct ntrdma_ib *nib, u32 session)
 {
@@ -268,9 +305,23 @@ static void export_wait_peer_left(struct ntrdma_ib *nib, u32 session)
 		ntrdma_link_leave_timeout(nib->ndev);
 	left = (long)(until - jiffies);
 	if (left > 0)
-		wait_event_killable_timeout(exp->up_wq,
-					    export_peer_left(nib, session),
-					    left);
+		wait_event_timeout(exp->up_wq, export_peer_left(nib, session),
+				   left);
+}
+
+/*
+ * A revocation of @session failed, so the session is over or ending (a
+ * protocol error ends it): wait for its end (bounded: the link work sees
+ * a protocol error at once), then for the peer to leave it.
+ */
+static void export_wait_ended(struct ntrdma_ib *nib, u32 session)
+{
+	unsigned long until = jiffies + ntrdma_link_leave_timeout(nib->ndev);
+
+	while (ntrdma_link_session(nib->ndev) == session &&
+	       time_before(jiffies, until))
+		msleep(20);
+	export_wait_peer_left(nib, session);
 }
 
 /**
@@ -289,13 +340,59 @@ bool ntrdma_export_wait_left(struct ntrdma_ib *nib, u32 session)
 	return export_peer_left(nib, session);
 }
 
+/*
+ * Revoke @mr's export (its session's): 0 once no placement of the peer can
+ * reach the pages, -ENOLINK while that is not known yet (the session is
+ * over or ending). Signals do not cut the call short, so that dereg never
+ * returns while the peer may go on placing in a session that runs.
+ */
+static int export_revoke_locked(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	struct ntrdma_wire_mr_revoke r = { .key = mr->key };
+	int rc;
+
+	lockdep_assert_held(&nib->exp->lock);
+	if (export_peer_left(nib, mr->export_session)) {
+		export_drop(nib, mr);	/* as export_up_work() would */
+		return 0;
+	}
+	if (mr->export_session != export_session_locked(nib))
+		return -ENOLINK;
+	rc = ntrdma_cmd_call_in(nib->ndev, mr->export_session,
+				NTRDMA_CMD_MR_REVOKE, &r, sizeof(r),
+				NTRDMA_CMD_TIMEOUT_MS, NTRDMA_CMD_NOINTR);
+	if (!rc) {
+		export_drop(nib, mr);
+		return 0;
+	}
+	if (rc == -ETIMEDOUT)
+		ntrdma_link_proto_error(nib->ndev, "an MR revocation went unanswered");
+	return -ENOLINK;
+}
+
+/* After a failed revocation: the export is over if the peer left. */
+static bool export_drop_if_left(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
+{
+	bool left = true;
+
+	mutex_lock(&nib->exp->lock);
+	if (mr->export_session && export_peer_left(nib, mr->export_session))
+		export_drop(nib, mr);
+	else if (mr->export_session)
+		left = false;
+	mutex_unlock(&nib->exp->lock);
+	return left;
+}
+
 /**
  * ntrdma_unexport_mr() - the peer stops placing into @mr
  * @nib: the verbs device
  * @mr: an MR being deregistered (already out of the key table)
  *
  * Process context; bounded by the command timeout, or when the export's
- * session has ended, by the time a live peer takes to leave it.
+ * session has ended, by the time a live peer takes to leave it. Signals
+ * do not cut it short (a dereg that returned early would leave the pages
+ * reachable).
  *
  * Return: true when no placement of the peer can reach the pages any more
  * (never exported, revoked, or the peer left the export's session); false
@@ -304,36 +401,22 @@ bool ntrdma_export_wait_left(struct ntrdma_ib *nib, u32 session)
  */
 bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 {
-	struct ntrdma_wire_mr_revoke r = { .key = mr->key };
-	bool done = true;
+	u32 session;
 	int rc;
 
 	export_wait_peer_left(nib, READ_ONCE(mr->export_session));
 	mutex_lock(&nib->exp->lock);
-	if (!mr->export_session)
-		goto out;
-	if (export_peer_left(nib, mr->export_session)) {
-		export_drop(nib, mr);	/* as export_up_work() would */
-		goto out;
-	}
-	done = false;
-	if (mr->export_session != ntrdma_link_session(nib->ndev))
-		goto out;
-	rc = ntrdma_cmd_call_in(nib->ndev, mr->export_session,
-				NTRDMA_CMD_MR_REVOKE, &r, sizeof(r),
-				NTRDMA_CMD_TIMEOUT_MS);
-	if (!rc) {
-		export_drop(nib, mr);
-		done = true;
-	} else if (rc == -ETIMEDOUT) {
-		ntrdma_link_proto_error(nib->ndev, "an MR revocation went unanswered");
-	}
-out:
+	session = mr->export_session;
+	rc = session ? export_revoke_locked(nib, mr) : 0;
 	mutex_unlock(&nib->exp->lock);
-	if (!done)
+	if (rc == -ENOLINK)
+		export_wait_ended(nib, session);
+	if (rc && !export_drop_if_left(nib, mr)) {
 		ibdev_info_ratelimited(&nib->ibdev, "dereg of MR %u: the peer may still place into it until it leaves the ended session: its pages stay pinned until then\n",
 				       mr->index);
-	return done;
+		return false;
+	}
+	return true;
 }
 
 /* ---- QPs ---- */
@@ -347,7 +430,7 @@ static void export_qp_send(struct ntrdma_ib *nib, struct export_qp_msg *m)
 	int rc;
 
 	rc = ntrdma_cmd_call_in(nib->ndev, m->session, NTRDMA_CMD_QP_EXPORT,
-				&m->q, sizeof(m->q), NTRDMA_CMD_TIMEOUT_MS);
+				&m->q, sizeof(m->q), NTRDMA_CMD_TIMEOUT_MS, 0);
 	if (m->q.up)
 		return;
 	if (!rc)
@@ -418,6 +501,20 @@ void ntrdma_export_qp(struct ntrdma_qp *qp, bool up)
 	queue_work(nib->exp->wq, &nib->exp->qp_work);
 }
 
+/**
+ * ntrdma_export_pd_free() - a PD's number is about to be reused
+ * @nib: the verbs device
+ *
+ * Process context. The withdrawals of the PD's QPs (all destroyed by now)
+ * reach the peer first: at the peer, an MR of a new PD with the same
+ * number must never meet a QP export of the old one. Bounded by the
+ * command timeout of each withdrawal still queued.
+ */
+void ntrdma_export_pd_free(struct ntrdma_ib *nib)
+{
+	flush_work(&nib->exp->qp_work);
+}
+
 /* The QP entered ERR: unless it moved on since, it is withdrawn. */
 static void export_qp_failed_work(struct work_struct *work)
 {
@@ -479,6 +576,9 @@ static void export_up_work(struct work_struct *work)
 	ntrdma_sink_session_up(nib, session);
 	/* dereg waits for this lock before it frees: the walk is safe */
 	mutex_lock(&exp->lock);
+	session = export_session_locked(nib);
+	if (!session)
+		goto out;
 	list_for_each_entry_safe(mr, tmp, &exp->mrs, export_link)
 		if (mr->export_session != session)
 			export_drop(nib, mr);
@@ -486,6 +586,7 @@ static void export_up_work(struct work_struct *work)
 		if (export_wanted(nib, mr) && mr->export_session != session &&
 		    export_mr_locked(nib, mr, session))
 			break;	/* the session ended meanwhile */
+out:
 	mutex_unlock(&exp->lock);
 }
 

@@ -177,6 +177,13 @@ err_destroy:
 	return rc;
 }
 
+/* In @state a QP's responder answers the peer. */
+static bool ntrdma_qp_answers(enum ib_qp_state state)
+{
+	return state == IB_QPS_RTR || state == IB_QPS_RTS ||
+	       state == IB_QPS_SQD;
+}
+
 static void ntrdma_qp_reset_locked(struct ntrdma_qp *qp);
 
 int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
@@ -190,9 +197,12 @@ int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	mutex_unlock(&qp->lock);
 	/* The data path lets go of the QP (and of its MR references)... */
 	spin_lock_irqsave(&qp->sq_lock, flags);
+	if (ntrdma_qp_answers(qp->state))
+		ntrdma_resp_tx_owed(qp);
 	ntrdma_qp_reset_locked(qp);
 	WRITE_ONCE(qp->state, IB_QPS_RESET);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	ntrdma_vx_flush_tx(qp);
 	mutex_lock(&nib->qp_lock);	/* not while a table walk uses it */
 	xa_erase(&nib->qp_xa, ibqp->qp_num);
 	mutex_unlock(&nib->qp_lock);
@@ -553,6 +563,9 @@ static bool qp_enter_state(struct ntrdma_qp *qp, enum ib_qp_state cur,
 	lockdep_assert_held(&qp->sq_lock);
 	if (qp->state != cur && next != IB_QPS_RESET && next != IB_QPS_ERR)
 		return false;
+	if ((next == IB_QPS_RESET || next == IB_QPS_ERR) &&
+	    ntrdma_qp_answers(qp->state))
+		ntrdma_resp_tx_owed(qp);
 	if (next == IB_QPS_RESET && cur != IB_QPS_RESET)
 		ntrdma_qp_reset_locked(qp);
 	if (next == IB_QPS_RTR && cur != IB_QPS_RTR)
@@ -603,6 +616,7 @@ int ntrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	entered = qp_enter_state(qp, cur, next, attr, mask);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	ntrdma_vx_flush_tx(qp);	/* the answers owed, if any */
 	if (!entered)
 		goto out;	/* 0: the data path's ERR (and its event) stands */
 	ntrdma_qp_export_state(qp, cur, next, mask);

@@ -596,6 +596,63 @@ static void resp_fault(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
 	resp_fatal_nak(qp, IB_EVENT_QP_FATAL);
 }
 
+static void resp_hdr(struct ntrdma_qp *qp, const struct ntrdma_rsp *r,
+		     struct ntrdma_vx_hdr *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->src_qpn = qp->ibqp.qp_num;
+	h->dst_qpn = qp->dest_qp_num;
+	h->msn = r->msn;
+}
+
+/* An ACK (or NAK) or an atomic's answer: one segment without payload. */
+static bool resp_is_short(const struct ntrdma_rsp *r)
+{
+	return r->kind == NTRDMA_RSP_ACK || r->kind == NTRDMA_RSP_ATOMIC;
+}
+
+static int resp_send_short(struct ntrdma_qp *qp, const struct ntrdma_rsp *r,
+			   struct ntrdma_vx_hdr *h)
+{
+	if (r->kind == NTRDMA_RSP_ACK) {
+		h->op = NTRDMA_VX_ACK;
+		h->syndrome = r->syndrome;
+		h->rnr_timer = r->rnr_timer;
+	} else {
+		h->op = NTRDMA_VX_ATOMIC_RESP;
+		h->total = 8;
+		h->cmp_add = r->orig;
+	}
+	return ntrdma_vx_send(qp, h, NULL, 0, NULL, 0, 0, 0);
+}
+
+/**
+ * ntrdma_resp_tx_owed() - the short answers owed go out, if they fit now
+ * @qp: a QP its user takes out of RTR, RTS or SQD (its sq_lock held; the
+ *	caller publishes with ntrdma_vx_flush_tx() after unlocking)
+ *
+ * The user may have polled a receive whose ACK is still queued (answers
+ * leave at the end of a receive pass): its sender must not fail for want
+ * of that ACK. What does not fit now is dropped by the flush that follows.
+ */
+void ntrdma_resp_tx_owed(struct ntrdma_qp *qp)
+{
+	struct ntrdma_vx_hdr h;
+	struct ntrdma_rsp *r;
+
+	lockdep_assert_held(&qp->sq_lock);
+	while (qp->rsp_head != qp->rsp_tail) {
+		r = &qp->rsp[qp->rsp_head % NTRDMA_QP_RSP];
+		if (!resp_is_short(r))
+			return;
+		resp_hdr(qp, r, &h);
+		if (resp_send_short(qp, r, &h) < 0)
+			return;
+		resp_drop(r);
+		qp->rsp_head++;
+	}
+}
+
 /*
  * Send what the responder owes, in order: 0 when all went out, negative
  * when the transport is full (the QP waits for its wake-up) or the pass's
@@ -615,27 +672,11 @@ int ntrdma_resp_tx(struct ntrdma_qp *qp)
 			return -EINPROGRESS;
 		}
 		r = &qp->rsp[qp->rsp_head % NTRDMA_QP_RSP];
-		memset(&h, 0, sizeof(h));
-		h.src_qpn = qp->ibqp.qp_num;
-		h.dst_qpn = qp->dest_qp_num;
-		h.msn = r->msn;
-		switch (r->kind) {
-		case NTRDMA_RSP_ACK:
-			h.op = NTRDMA_VX_ACK;
-			h.syndrome = r->syndrome;
-			h.rnr_timer = r->rnr_timer;
-			n = ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0);
-			break;
-		case NTRDMA_RSP_ATOMIC:
-			h.op = NTRDMA_VX_ATOMIC_RESP;
-			h.total = 8;
-			h.cmp_add = r->orig;
-			n = ntrdma_vx_send(qp, &h, NULL, 0, NULL, 0, 0, 0);
-			break;
-		default:
+		resp_hdr(qp, r, &h);
+		if (resp_is_short(r))
+			n = resp_send_short(qp, r, &h);
+		else
 			n = resp_send_read(qp, r, &h);
-			break;
-		}
 		if (n == -ENOSPC) {
 			ntrdma_vx_wait_space(qp);
 			return n;

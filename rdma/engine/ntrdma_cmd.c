@@ -334,10 +334,43 @@ static bool cmd_room(struct ntrdma_cmd *c)
 	       NTRDMA_CMD_RING;
 }
 
-/* ntrdma_cmd_call(), into session @session only when it is not 0. */
+/* A free slot, or the deadline passed (-ETIMEDOUT) or a signal (-EINTR). */
+static int cmd_wait_room(struct ntrdma_cmd *c, unsigned long deadline,
+			 bool intr)
+{
+	long left = (long)deadline - (long)jiffies;
+
+	if (left <= 0)
+		return -ETIMEDOUT;
+	if (intr)
+		left = wait_event_interruptible_timeout(c->credit_wait,
+							cmd_room(c), left);
+	else
+		left = wait_event_timeout(c->credit_wait, cmd_room(c), left);
+	if (left > 0)
+		return 0;
+	return left < 0 ? -EINTR : -ETIMEDOUT;
+}
+
+/* The answer: > 0 when it came, 0 after the deadline, < 0 on a signal. */
+static long cmd_wait_answer(struct ntrdma_cmd_waiter *w,
+			    unsigned long deadline, bool intr)
+{
+	long left = max((long)deadline - (long)jiffies, 1L);
+
+	if (intr)
+		return wait_for_completion_interruptible_timeout(&w->done,
+								 left);
+	return wait_for_completion_timeout(&w->done, left);
+}
+
+/*
+ * ntrdma_cmd_call(), into session @session only when it is not 0; @intr:
+ * a signal cuts the waits short.
+ */
 static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
 		    const void *req, u16 len, void *rsp, u16 rsp_cap,
-		    u16 *rsp_len, unsigned int timeout_ms)
+		    u16 *rsp_len, unsigned int timeout_ms, bool intr)
 {
 	struct ntrdma_cmd *c = &ndev->cmd;
 	/* The current tick is partly gone: one more waits >= @timeout_ms. */
@@ -372,14 +405,10 @@ static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
 		if ((u32)(c->req_pos - c->rsp_cons) < NTRDMA_CMD_RING)
 			break;
 		spin_unlock_irqrestore(&c->lock, flags);
-		left = (long)deadline - (long)jiffies;
-		if (left > 0)
-			left = wait_event_interruptible_timeout(c->credit_wait,
-								cmd_room(c),
-								left);
-		if (left <= 0) {
+		rc = cmd_wait_room(c, deadline, intr);
+		if (rc) {
 			kfree(m);
-			return left < 0 ? -EINTR : -ETIMEDOUT;
+			return rc;
 		}
 	}
 	pi = ndev->pinbox;
@@ -401,9 +430,7 @@ static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
 	atomic64_inc(&ndev->stats.cmd_sent);
 	ntrdma_vdb_ring(ndev, NTRDMA_VDB_CMD);
 
-	left = (long)deadline - (long)jiffies;
-	left = wait_for_completion_interruptible_timeout(&w->done,
-							 max(left, 1L));
+	left = cmd_wait_answer(w, deadline, intr);
 	spin_lock_irqsave(&c->lock, flags);
 	if (left > 0 || completion_done(&w->done)) {
 		rc = w->status;
@@ -446,7 +473,7 @@ int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
 		    unsigned int timeout_ms)
 {
 	return cmd_call(ndev, 0, op, req, len, rsp, rsp_cap, rsp_len,
-			timeout_ms);
+			timeout_ms, true);
 }
 
 /**
@@ -457,17 +484,22 @@ int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
  * @req: the request's data
  * @len: its length, at most NTRDMA_CMD_DATA
  * @timeout_ms: how long to wait for the answer (which has no data)
+ * @flags: NTRDMA_CMD_NOINTR: signals do not cut the waits short (for a
+ *	request that must reach the peer, a revocation: the wait is bounded
+ *	by @timeout_ms all the same)
  *
  * For a request whose effect at the peer the caller records per session
  * (an export): it is never delivered into a later session than @session.
  *
- * Return: as ntrdma_cmd_call(); -ENOLINK also when another session runs.
+ * Return: as ntrdma_cmd_call(); -ENOLINK also when another session runs;
+ * never -EINTR with NTRDMA_CMD_NOINTR.
  */
 int ntrdma_cmd_call_in(struct ntrdma_dev *ndev, u32 session, u16 op,
-		       const void *req, u16 len, unsigned int timeout_ms)
+		       const void *req, u16 len, unsigned int timeout_ms,
+		       unsigned int flags)
 {
 	if (!session)
 		return -ENOLINK;
 	return cmd_call(ndev, session, op, req, len, NULL, 0, NULL,
-			timeout_ms);
+			timeout_ms, !(flags & NTRDMA_CMD_NOINTR));
 }

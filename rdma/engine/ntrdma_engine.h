@@ -112,6 +112,7 @@ void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what);
 /* ---- command channel (ntrdma_cmd.c) ---- */
 
 #define NTRDMA_CMD_TIMEOUT_MS	5000	/* what callers normally allow */
+#define NTRDMA_CMD_NOINTR	BIT(0)	/* signals do not cut the waits short */
 
 /* A request handler: process context; returns 0 or a negative errno. */
 typedef int (*ntrdma_cmd_fn)(void *ctx, const void *req, u16 len, void *rsp,
@@ -124,7 +125,8 @@ int ntrdma_cmd_call(struct ntrdma_dev *ndev, u16 op, const void *req, u16 len,
 		    void *rsp, u16 rsp_cap, u16 *rsp_len,
 		    unsigned int timeout_ms);
 int ntrdma_cmd_call_in(struct ntrdma_dev *ndev, u32 session, u16 op,
-		       const void *req, u16 len, unsigned int timeout_ms);
+		       const void *req, u16 len, unsigned int timeout_ms,
+		       unsigned int flags);
 
 /* ---- transport queue pairs (ntrdma_tqp.c) ---- */
 
@@ -219,6 +221,7 @@ enum ntrdma_fault_site {
 #ifdef NTRDMA_TEST_HOOKS
 bool ntrdma_fault(struct ntrdma_dev *ndev, enum ntrdma_fault_site site);
 bool ntrdma_fault_deaf(struct ntrdma_dev *ndev);
+void ntrdma_fault_pause(struct ntrdma_dev *ndev);
 /* ntrdma_canary.c: guard bytes around what a face posts */
 bool ntrdma_canary_fill(struct ntrdma_dev *ndev, void *p, size_t len);
 void ntrdma_canary_check(struct ntrdma_dev *ndev, const void *p, size_t len);
@@ -233,6 +236,10 @@ static inline bool ntrdma_fault(struct ntrdma_dev *ndev,
 static inline bool ntrdma_fault_deaf(struct ntrdma_dev *ndev)
 {
 	return false;
+}
+
+static inline void ntrdma_fault_pause(struct ntrdma_dev *ndev)
+{
 }
 
 static inline bool ntrdma_canary_fill(struct ntrdma_dev *ndev, void *p,

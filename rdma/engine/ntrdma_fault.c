@@ -29,6 +29,9 @@
  *   link_deaf MS       for MS ms (at most 10000) our link work ignores the
  *                      peer: a slow peer, late to see a session end
  *                      (heartbeat, epoch and link checks all wait)
+ *   pause MS           the next ntrdma_fault_pause() sleeps MS ms (at most
+ *                      10000): a race window held open (the verbs face
+ *                      pauses as an MR export starts)
  *   proto_error        this side ends the session as on a protocol error
  *                      of the peer (counted): an end at a known moment,
  *                      where a malformed index the peer's own traffic
@@ -39,6 +42,7 @@
  */
 
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/io.h>
 #include <linux/nospec.h>
 #include <linux/prandom.h>
@@ -166,6 +170,21 @@ bool ntrdma_fault_deaf(struct ntrdma_dev *ndev)
 	return until && time_before(jiffies, until);
 }
 
+/**
+ * ntrdma_fault_pause() - sleep once, for the time debugfs "pause MS" set
+ * @ndev: the device
+ *
+ * Process context. A face calls it where a test needs a race window held
+ * open (the verbs face: as an MR export starts, before its lock).
+ */
+void ntrdma_fault_pause(struct ntrdma_dev *ndev)
+{
+	unsigned int ms = xchg(&ndev->pause_ms, 0);
+
+	if (ms)
+		msleep(ms);
+}
+
 static int fault_set(struct ntrdma_dev *ndev, const char *name,
 		     unsigned int every)
 {
@@ -227,6 +246,10 @@ static int fault_run(struct ntrdma_dev *ndev, const char *buf)
 	if (sscanf(buf, "link_deaf %u", &n) == 1) {
 		WRITE_ONCE(ndev->deaf_until,
 			   jiffies + msecs_to_jiffies(min(n, 10000U)) ?: 1);
+		return 0;
+	}
+	if (sscanf(buf, "pause %u", &n) == 1) {
+		WRITE_ONCE(ndev->pause_ms, min(n, 10000U));
 		return 0;
 	}
 	if (!strcmp(buf, "link_off"))

@@ -81,6 +81,53 @@ TEST_F(DataPath, SendRecvSizes) {
     }
 }
 
+// The receiver polls its last receive and ends its QP at once (destroy, or
+// ERR), as ping-pong programs do at their end, while more traffic keeps
+// its side's receive pass busy: the sender's SEND still completes with
+// success. Its ACK was owed when the receive completed.
+TEST_F(DataPath, SendSucceedsWhenTheReceiverEndsRightAfterItsReceive) {
+    const uint32_t len = 64, bulk = 65536;
+    const int n_bulk = 8;
+    Conn busy = Connect();
+    ConnSpec own_cq;
+    own_cq.rcq_b = CreateCq(b_, 4);
+    ASSERT_NE(own_cq.rcq_b, nullptr);
+    Buf* src = Reg(a_, bulk, kLocal);
+    Buf* dst = Reg(b_, bulk * n_bulk, kLocal);
+    ASSERT_FALSE(HasFailure());
+    for (int round = 0; round < 30; round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        Conn c = Connect(own_cq);
+        ASSERT_FALSE(HasFailure());
+        ASSERT_EQ(PostRecv(c.b, 1, {dst->sge(0, len)}), 0);
+        for (int i = 0; i < n_bulk; i++) {
+            ASSERT_EQ(PostRecv(busy.b, 10 + i, {dst->sge(i * bulk, bulk)}), 0);
+        }
+        ASSERT_EQ(Post(c.a, SendWr(2, src->sge(0, len))), 0);
+        for (int i = 0; i < n_bulk; i++) {
+            ASSERT_EQ(Post(busy.a, SendWr(10 + i, src->sge(0, bulk))), 0);
+        }
+        std::vector<ibv_wc> r = PollCq(own_cq.rcq_b, 1);
+        ASSERT_EQ(r.size(), 1u);
+        ASSERT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
+        std::erase(qps_, c.b);
+        if (round % 2) {
+            ibv_qp_attr at{};
+            at.qp_state = IBV_QPS_ERR;
+            EXPECT_EQ(ibv_modify_qp(c.b, &at, IBV_QP_STATE), 0);
+        }
+        EXPECT_EQ(ibv_destroy_qp(c.b), 0);
+        std::vector<ibv_wc> s = PollCq(a_.scq, 1 + n_bulk, 60000);
+        ASSERT_EQ(s.size(), 1u + n_bulk) << "requester completions missing";
+        for (const ibv_wc& wc : s) {
+            EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << WcStr(wc);
+        }
+        ASSERT_EQ(PollCq(b_.rcq, n_bulk).size(), static_cast<size_t>(n_bulk));
+        std::erase(qps_, c.a);
+        EXPECT_EQ(ibv_destroy_qp(c.a), 0);
+    }
+}
+
 TEST_F(DataPath, SendWithImm) {
     Conn c;
     Buf *src, *dst;

@@ -5,6 +5,12 @@
 // target's CPU, in IB order, and never after the MR was deregistered. Loop
 // topology (both ends in this process).
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -553,6 +559,245 @@ TEST_F(PlacementSessionEnd, NothingLandsInTheSinkAfterDeregWhenTheRequesterEndsT
                   << " READs completed before the end ("
                   << HwCounter(a_.name, "pushed_reads") - pushed0 << " written into the sink)"
                   << std::endl;
+    }
+}
+
+// The physical address of the page holding @p (/proc/self/pagemap: root
+// only), 0 when unknown. Without an IOMMU it is the page's DMA address.
+uint64_t PhysAddr(const void* p) {
+    const uint64_t page = sysconf(_SC_PAGESIZE);
+    const int fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0) {
+        return 0;
+    }
+    uint64_t e = 0;
+    // pread: pagemap takes reads of whole 8-byte entries only
+    const off_t at = static_cast<off_t>(reinterpret_cast<uintptr_t>(p) / page * 8);
+    const bool ok = pread(fd, &e, sizeof(e), at) == sizeof(e);
+    close(fd);
+    if (!ok || !(e >> 63)) {
+        return 0;
+    }
+    return (e & ((1ull << 55) - 1)) * page;
+}
+
+// Pipes whose buffers hold @pages pages of the 64-bit @word repeated: the
+// kernel takes unmovable pages for them, first those this CPU freed last.
+class PipeSpray {
+  public:
+    PipeSpray(uint64_t word, int pages) {
+        std::vector<uint64_t> buf(4096 / sizeof(uint64_t), word);
+        for (int i = 0; i < pages; i += 16) {
+            int fd[2];
+            if (pipe(fd)) {
+                break;
+            }
+            fds_.push_back(fd[0]);
+            fds_.push_back(fd[1]);
+            for (int j = 0; j < 16 && i + j < pages; j++) {
+                if (write(fd[1], buf.data(), 4096) != 4096) {
+                    break;
+                }
+            }
+        }
+    }
+    PipeSpray(const PipeSpray&) = delete;
+    PipeSpray& operator=(const PipeSpray&) = delete;
+    ~PipeSpray() {
+        for (int fd : fds_) {
+            close(fd);
+        }
+    }
+
+  private:
+    std::vector<int> fds_;
+};
+
+// The number of bytes of @p[0..@n) that are not @c.
+size_t NotByte(const uint8_t* p, size_t n, uint8_t c) { return n - std::count(p, p + n, c); }
+
+// An export whose call gave up before the peer read its page list (the
+// peer's command handling held up past the command timeout): the peer
+// reads the list later all the same, and must find the MR's pages there,
+// whatever this side's memory is used for meanwhile. Here the unmovable
+// pages this CPU frees are refilled at once with the address of a canary
+// page: WRITEs through the MR land in the MR, never in the canary.
+TEST_F(PlacementSessionEnd, ExportListLivesUntilThePeerReadIt) {
+    const size_t len = 16384;
+    Conn c;
+    Buf *src, *first;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &first));
+    auto* canary = static_cast<uint8_t*>(aligned_alloc(4096, 4096));
+    ASSERT_NE(canary, nullptr);
+    std::unique_ptr<uint8_t, decltype(&free)> canary_owner(canary, free);
+    std::memset(canary, 0x5c, 4096);
+    ASSERT_EQ(mlock(canary, 4096), 0) << std::strerror(errno);
+    const uint64_t phys = PhysAddr(canary);
+    if (!phys) {
+        GTEST_SKIP() << "no physical address in /proc/self/pagemap (not root?)";
+    }
+    cpu_set_t cpu;
+    CPU_ZERO(&cpu);
+    CPU_SET(sched_getcpu(), &cpu);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(cpu), &cpu), 0);
+    // a's command handling sleeps twice 5 s, b's export waits behind it
+    // and gives up after its 5 s; a reads the export's list at about 10 s.
+    for (int i = 0; i < 2; i++) {
+        std::ofstream(dbg_b_ + "/cmd") << "delay 5000 100" << std::flush;
+    }
+    const auto t0 = Clock::now();
+    Buf* dst = Reg(b_, len, kRemoteAll);
+    const long reg_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    PipeSpray spray(phys, 512);
+    ASSERT_FALSE(HasFailure());
+    EXPECT_GE(reg_ms, 4000) << "the export did not wait for the held-up peer";
+    const long long placed0 = HwCounter(a_.name, "placed_writes");
+    bool placed = false;
+    const auto deadline = Clock::now() + milliseconds(20000);
+    for (int i = 0; !placed && Clock::now() < deadline; i++) {
+        Fill(src->p(), len, 40 + i);
+        ASSERT_EQ(WriteOnce(c, src, dst, len), IBV_WC_SUCCESS) << "WRITE " << i;
+        ASSERT_EQ(NotByte(canary, 4096, 0x5c), 0u) << "WRITE " << i << " landed in the canary";
+        ASSERT_EQ(FirstDiff(src->p(), dst->p(), len), -1) << "WRITE " << i;
+        std::this_thread::sleep_for(milliseconds(100));
+        placed = HwCounter(a_.name, "placed_writes") > placed0;
+    }
+    EXPECT_TRUE(placed) << "the export never reached a: nothing was placed directly in 20 s";
+    std::cout << "[ NOTE     ] ibv_reg_mr took " << reg_ms << " ms" << std::endl;
+}
+
+// An MR registered while the session ends and the next one comes up: the
+// link-up work exports it into the new session while the registration's
+// own export, which started in the old one, is still on its way (held
+// open by the test hook "pause"). dereg must revoke the new session's
+// export: the old key places nothing after dereg returned.
+TEST_F(PlacementSessionEnd, AnExportStartedInAnEndedSessionIsStillRevoked) {
+    const size_t len = 16384;
+    Inject(dbg_b_, "pause 8000");
+    Buf* dst = nullptr;
+    std::thread reg([&] { dst = Reg(b_, len, kRemoteAll); });
+    std::this_thread::sleep_for(milliseconds(300));
+    const long long downs = InfoField(dbg_b_, "link_down_events");
+    Inject(dbg_b_, "link_off");
+    const bool down =
+        WaitUntil(10000, [&] { return InfoField(dbg_b_, "link_down_events") > downs; });
+    Inject(dbg_b_, "link_on");
+    Conn c;
+    Buf *src, *other;
+    ConnectWhenUp(len, &c, &src, &other);
+    reg.join();
+    ASSERT_TRUE(down) << "link_off did not end the session in 10 s";
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitDirect(c, src, dst)) << "the MR was not exported into the new session";
+    Wr late = WriteWr(77, src->sge(0, len), dst);
+    ASSERT_EQ(Dereg(dst), 0);
+    std::memset(dst->mem.data(), 0x5A, len);
+    ASSERT_EQ(Post(c.a, late), 0);
+    std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
+    ASSERT_EQ(wc.size(), 1u);
+    EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR) << WcStr(wc[0]);
+    EXPECT_EQ(NotByte(dst->mem.data(), len, 0x5A), 0u) << "bytes written after dereg returned";
+}
+
+void IgnoreSignal(int) {}
+
+// dereg under a storm of signals, while the peer's command handling is
+// held up so that the revocations wait: dereg returns only once the peer
+// revoked, so the old keys place nothing after it returned.
+TEST_F(PlacementSessionEnd, DeregUnderSignalsStillRevokes) {
+    const size_t len = 16384;
+    const int n = 8;
+    Conn c;
+    Buf *src, *first;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &first));
+    std::vector<Buf*> dst;
+    std::vector<Wr> late;
+    for (int i = 0; i < n; i++) {
+        dst.push_back(Reg(b_, len, kRemoteAll));
+        ASSERT_FALSE(HasFailure());
+        ASSERT_TRUE(WaitDirect(c, src, dst.back())) << "MR " << i << " was not exported";
+        late.push_back(WriteWr(300 + i, src->sge(0, len), dst.back()));
+    }
+    struct sigaction sa = {}, old = {};
+    sa.sa_handler = IgnoreSignal;  // no SA_RESTART
+    ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);
+    std::ofstream(dbg_b_ + "/cmd") << "delay 2000 100" << std::flush;
+    itimerval storm = {{0, 1000}, {0, 1000}}, off = {};
+    ASSERT_EQ(setitimer(ITIMER_REAL, &storm, nullptr), 0);
+    const auto t0 = Clock::now();
+    for (Buf* d : dst) {
+        EXPECT_EQ(Dereg(d), 0);
+        std::memset(d->mem.data(), 0x5A, len);
+    }
+    const long ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    setitimer(ITIMER_REAL, &off, nullptr);
+    sigaction(SIGALRM, &old, nullptr);
+    for (const Wr& w : late) {
+        ASSERT_EQ(Post(c.a, w), 0);
+        std::vector<ibv_wc> wc = PollCq(a_.scq, 1);
+        ASSERT_EQ(wc.size(), 1u);
+        if (wc[0].status != IBV_WC_SUCCESS) {
+            break;  // the QP is in ERR now: later ones flush
+        }
+    }
+    Drain(a_.scq, 200);
+    for (int i = 0; i < n; i++) {
+        EXPECT_EQ(NotByte(dst[i]->mem.data(), len, 0x5A), 0u)
+            << "MR " << i << ": bytes written after dereg returned";
+    }
+    std::cout << "[ NOTE     ] " << n << " deregs under signals took " << ms << " ms" << std::endl;
+}
+
+// PD numbers come back at once, and QP withdrawals travel from a work
+// queue: the peer must never hold a QP export of a freed PD when an MR of
+// a new PD with the same number reaches it. Here the withdrawals wait
+// behind the peer's held-up command handling (two delays around them)
+// while the PD is freed, a new PD allocated and an MR registered in it;
+// then the peer WRITEs through its QP still connected to the destroyed
+// one, with the new MR's key.
+TEST_F(PlacementSessionEnd, AReusedPdNumberMeetsNoStaleQpExport) {
+    const size_t len = 4096;
+    Conn c0;
+    Buf *src, *first;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c0, &src, &first));
+    ibv_pd* const own = b_.pd;
+    b_.pd = ibv_alloc_pd(b_.ctx);
+    ASSERT_NE(b_.pd, nullptr);
+    Conn c1;
+    Buf *src1, *dst1;
+    ConnectDirect(len, &c1, &src1, &dst1);
+    ibv_pd* const old_pd = b_.pd;
+    b_.pd = own;
+    ASSERT_FALSE(HasFailure());
+    ASSERT_EQ(Dereg(dst1), 0);
+    // The peer sleeps 5 s; c0's withdrawal waits for it, c1's behind that.
+    std::ofstream(dbg_b_ + "/cmd") << "delay 5000 100" << std::flush;
+    for (ibv_qp* qp : {c0.b, c1.b}) {
+        std::erase(qps_, qp);
+        ASSERT_EQ(ibv_destroy_qp(qp), 0);
+    }
+    // The PD goes and a new one gets an MR; meanwhile one more delay goes
+    // into the peer's command ring, before c1's withdrawal.
+    Buf* victim = nullptr;
+    std::thread renew([&] {
+        EXPECT_EQ(ibv_dealloc_pd(old_pd), 0);
+        ibv_pd* fresh = AllocPd(b_);
+        if (fresh) {
+            victim = Reg(b_, len, kRemoteAll, fresh);
+        }
+    });
+    std::this_thread::sleep_for(milliseconds(300));
+    std::ofstream(dbg_b_ + "/cmd") << "delay 5000 100" << std::flush;
+    renew.join();
+    ASSERT_NE(victim, nullptr);
+    ASSERT_FALSE(HasFailure());
+    Fill(src1->p(), len, 5);
+    ASSERT_EQ(Post(c1.a, WriteWr(9, src1->sge(0, len), victim)), 0);
+    std::vector<ibv_wc> wc = PollCq(a_.scq, 1, 15000);
+    EXPECT_EQ(NotByte(victim->p(), len, 0), 0u)
+        << "a WRITE through a destroyed QP of another PD landed in the new MR";
+    if (!wc.empty()) {
+        EXPECT_NE(wc[0].status, IBV_WC_SUCCESS) << WcStr(wc[0]);
     }
 }
 
