@@ -9,13 +9,15 @@
 # then both faces work again. A wrong event index (the peer no longer rings
 # our receive) costs at most a heartbeat period: the sweep wakes the
 # receiver. A DMA engine that hangs as the session ends keeps A out of
-# new sessions until it runs again. Last, a peer fuzzer writes random words into
-# the victim's inbox (ring indices, completions, command and response slots,
-# doorbells) in rounds for FUZZ_SECS (60; the full form: FUZZ_SECS=900)
-# while verbs, command and Ethernet traffic runs, alternating sides, with
-# canaries armed on both sides: pages nobody posted or registered, and the
-# bytes around every ntr0 receive buffer that the peer may not write. Not
-# one of their bytes may change.
+# new sessions until it runs again; a peer that posts more buffers than
+# its ring holds while A's copies wait on a hung engine is a protocol
+# error, never a slot of a queued copy reused. Last, a peer fuzzer writes
+# random words into the victim's inbox (ring indices, completions, command
+# and response slots, doorbells) in rounds for FUZZ_SECS (60; the full
+# form: FUZZ_SECS=900) while verbs, command and Ethernet traffic runs,
+# alternating sides, with canaries armed on both sides: pages nobody posted
+# or registered, and the bytes around every ntr0 receive buffer that the
+# peer may not write. Not one of their bytes may change.
 # Needs an NTB with a flat window (test bed: --flat 1).
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
@@ -24,7 +26,7 @@
 FUZZ_SECS=${FUZZ_SECS:-60}
 
 ktap_header
-ktap_plan 13
+ktap_plan 14
 
 need_ntb_pair
 if is_pair; then B="peer"; else B="sh -c"; fi
@@ -120,7 +122,7 @@ load
 rc=$?
 if [ $rc = 2 ]; then
 	ktap_skip "fault injection" "ntrdma built without CONFIG_NTRDMA_TEST_HOOKS (make TEST_HOOKS=y)"
-	for i in $(seq 2 13); do ktap_skip "fault injection $i" "no inject file"; done
+	for i in $(seq 2 14); do ktap_skip "fault injection $i" "no inject file"; done
 	ktap_finish
 fi
 ktap_check "ntrdma loaded on both sides, link up, inject file present" test $rc = 0
@@ -264,7 +266,50 @@ else
 	ntb_dma_stall 0
 fi
 
-# 11: the fuzzer, alternating sides, with verbs, command and Ethernet
+# 11: a peer that posts more receive buffers than its ring holds while our
+# copies wait on a hung DMA engine: under ib_send_bw on 12 QPs (more
+# segments than the ring holds, each QP up to 32 in flight), B writes A's
+# post producer index of the verbs TQP 257 past the last completion A
+# published, with well-formed descriptors. A send there would take the slot
+# of a copy still queued on the channel: A counts a protocol error instead
+# (while the engine still hangs), the session restarts once it runs again,
+# and both faces work after.
+post_ahead_stalled() {
+	local pe0 dn0 pe1 dn1 cli srv
+	pe0=$(info_of A proto_errors)
+	dn0=$(info_of A link_down_events)
+	peer "timeout 60 ib_send_bw -d $PEER_IBDEV -p 18707 -q 12 -D 30 -s 65536 >/tmp/pa_srv.log 2>&1" &
+	srv=$!
+	sleep 2
+	timeout 60 ib_send_bw -d "$IBDEV" -p 18707 -q 12 -D 30 -s 65536 "$SERVER_IP" >/tmp/pa_cli.log 2>&1 &
+	cli=$!
+	sleep 3
+	ntb_dma_stall 1
+	sleep 2
+	inject B "post_prod 7 257" || ktap_diag "inject post_prod failed"
+	wait_for 10 proto_above A "$pe0"
+	pe1=$(info_of A proto_errors)
+	sleep 1
+	ntb_dma_stall 0
+	wait "$cli"
+	wait "$srv"
+	wait_for 30 link_up
+	dn1=$(info_of A link_down_events)
+	ktap_diag "post_prod 257 ahead, engine hung: A proto_errors $pe0 -> $pe1, link downs $dn0 -> $dn1"
+	[ "$pe1" -gt "$pe0" ] && [ "$dn1" -gt "$dn0" ] || return 1
+	link_up || { ktap_diag "no session after the engine ran again"; return 1; }
+	faces_ok
+}
+proto_above() { [ "$(info_of "$1" proto_errors)" -gt "$2" ]; }
+if [ "$copy" = cpu ] || ! ntb_dma_can_stall; then
+	ktap_skip "a peer posting beyond its ring under a hung DMA engine" "no DMA channel or no stall parameter (copy: $copy)"
+else
+	ktap_check "a peer posting 257 ahead of the completions, copies held by a hung DMA engine: a protocol error, never a reused slot; the session restarts, then both faces work" \
+		post_ahead_stalled
+	ntb_dma_stall 0
+fi
+
+# 12: the fuzzer, alternating sides, with verbs, command and Ethernet
 # traffic running
 # Frames both ways on the netdevs: pings over ntr0 between the hosts (pair);
 # in one host (loop), to a neighbour that is the other netdev's MAC, so each
@@ -329,7 +374,7 @@ metric fuzz_session_restarts "$restarts" restarts
 # them were caught (a session restart), else the test shows nothing.
 ktap_check "fuzzer: $rounds rounds ($landed written) of 32 random inbox words in ${FUZZ_SECS} s ($restarts session restarts): link up after" \
 	eval "[ $((2 * landed)) -ge $rounds ] && [ $restarts -gt 0 ] && wait_for 20 link_up"
-# 12
+# 13
 pages=$(canary_sum canary_page_bytes)
 checks=$(( $(canary_sum canary_checks) - checks0 ))
 guard=$(( $(canary_sum canary_guard_bytes) - guard0 ))
@@ -338,7 +383,7 @@ inject B "canary 0"
 metric fuzz_canary_guard_checks "$checks" checks
 ktap_check "canaries: 512 pages and the guard bytes of $checks receive buffers checked: $pages + $guard bytes changed (a poked byte was seen: $poked)" \
 	eval "[ '$poked' = 1 ] && [ $pages = 0 ] && [ $guard = 0 ] && [ $checks -gt 0 ]"
-# 13
+# 14
 ktap_check "after the fuzzer: command channel both ways and ibv_rc_pingpong" \
 	faces_ok
 

@@ -9,6 +9,12 @@
  *   cqe TQP            a completion the peer must reject (length 0) in the
  *                      next slot of TQP's receive ring at the peer, published
  *   cq_prod TQP VALUE  the peer's completion producer index of TQP := VALUE
+ *   post_prod TQP N    our receive buffers of TQP, as the peer sees them,
+ *                      := N past the last completion the peer published to
+ *                      us, the positions beyond what we posted filled with
+ *                      well-formed descriptors (our last buffer again):
+ *                      with N > NTRDMA_TQP_RING more than our ring holds,
+ *                      posted ahead of the peer's copies still in flight
  *   rx_event TQP VALUE our wish for an RX doorbell, in the peer's inbox,
  *                      := VALUE (a wrong event index: the peer does not
  *                      ring our next receive; no doorbell rung)
@@ -73,6 +79,36 @@ static int fault_cqe(struct ntrdma_dev *ndev, struct ntrdma_tqp *tqp,
 	wmb(); /* the completion before its producer index */
 	iowrite32(c.seq + 1, &pt->cq_prod);
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+	return 0;
+}
+
+/*
+ * Post up to @n past our cq_prod (what the peer published): descriptors
+ * for the positions from rx_post on, each naming our last posted buffer.
+ * Reads the owner's positions unserialized: the test runs no receives of
+ * its own on @tqp meanwhile (the peer's copies are held on its channel).
+ */
+static int fault_post_prod(struct ntrdma_dev *ndev, struct ntrdma_tqp *tqp,
+			   struct ntrdma_inbox __iomem *pi, u32 n)
+{
+	struct ntrdma_wire_tqp __iomem *pt = &pi->tqp[tqp->id];
+	u32 post = READ_ONCE(tqp->rx_post);
+	u32 prod = READ_ONCE(ndev->inbox->tqp[tqp->id].cq_prod) + n;
+	struct ntrdma_wire_rxd d;
+
+	if (n > 2 * NTRDMA_TQP_RING)
+		return -EINVAL;
+	memcpy_fromio(&d, &pt->rxd[ntrdma_ring_idx(post - 1, NTRDMA_TQP_RING)],
+		      sizeof(d));
+	if (d.seq != post - 1)
+		return -EAGAIN;		/* nothing posted yet */
+	for (; (s32)(prod - post) > 0; post++) {
+		d.seq = post;
+		memcpy_toio(&pt->rxd[ntrdma_ring_idx(post, NTRDMA_TQP_RING)],
+			    &d, sizeof(d));
+	}
+	wmb(); /* the descriptors before the producer index */
+	iowrite32(prod, &pt->post_prod);
 	return 0;
 }
 
@@ -207,6 +243,7 @@ static int fault_run_tqp(struct ntrdma_dev *ndev,
 	struct ntrdma_tqp *tqp;
 	unsigned int id;
 	u32 value;
+	int rc;
 
 	if (sscanf(buf, "rx_event %u %u", &id, &value) == 2) {
 		/* no doorbell: the peer must not look before it sends */
@@ -221,6 +258,13 @@ static int fault_run_tqp(struct ntrdma_dev *ndev,
 		if (!tqp)
 			return -ENODEV;
 		iowrite32(value, &pi->tqp[tqp->id].cq_prod);
+	} else if (sscanf(buf, "post_prod %u %u", &id, &value) == 2) {
+		tqp = fault_tqp(ndev, id);
+		if (!tqp)
+			return -ENODEV;
+		rc = fault_post_prod(ndev, tqp, pi, value);
+		if (rc)
+			return rc;
 	} else if (sscanf(buf, "cqe %u", &id) == 1) {
 		tqp = fault_tqp(ndev, id);
 		if (!tqp)

@@ -603,15 +603,29 @@ bool ntrdma_tqp_recv_arm(struct ntrdma_tqp *tqp)
 
 /* ---- send ---- */
 
+/*
+ * The peer's receive ring holds TQP_RING buffers, and it takes one back
+ * only from a completion we published: it posts at most TQP_RING past
+ * tx_published. A producer index behind tx_pos or beyond that is a
+ * protocol error. As tx_published <= tx_done, a send at tx_pos below that
+ * index finds its slot free: the copy that used it before is done.
+ */
+static bool tqp_post_prod_ok(struct ntrdma_tqp *tqp, u32 prod)
+{
+	return ntrdma_ring_avail_ok(prod, tqp->tx_pos, TQP_RING) &&
+	       ntrdma_ring_avail_ok(prod, tqp->tx_published, TQP_RING);
+}
+
 /* The next buffer the peer posted, checked; -ENOSPC if none yet. */
 static int tqp_peer_buf(struct ntrdma_tqp *tqp, struct ntrdma_wire_rxd *d)
 {
 	struct ntrdma_wire_tqp *own = tqp_own(tqp);
 	u32 prod = READ_ONCE(own->post_prod);
 
+	lockdep_assert_held(&tqp->tx_lock);
 	if (prod == tqp->tx_pos)
 		return -ENOSPC;
-	if (!ntrdma_ring_avail_ok(prod, tqp->tx_pos, TQP_RING)) {
+	if (!tqp_post_prod_ok(tqp, prod)) {
 		ntrdma_link_proto_error(tqp->ndev, "posted buffer index out of range");
 		return -EPROTO;
 	}
@@ -933,8 +947,13 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 		rc = -ENOLINK;
 		goto out;
 	}
-	if (tqp_tail_pending(tqp)) {
-		/* Completions stay in order: this one waits for the tail. */
+	/*
+	 * Completions stay in order: this one waits for the tail. A slot
+	 * is reused only once the copy that used it is done (which
+	 * tqp_post_prod_ok() already implies).
+	 */
+	if (tqp_tail_pending(tqp) ||
+	    (u32)(tqp->tx_pos - tqp->tx_done) >= TQP_RING) {
 		tqp->dma_wake = true;
 		rc = -ENOSPC;
 		goto out;
