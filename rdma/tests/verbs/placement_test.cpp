@@ -636,10 +636,13 @@ TEST_F(PlacementSessionEnd, ExportListLivesUntilThePeerReadIt) {
     if (!phys) {
         GTEST_SKIP() << "no physical address in /proc/self/pagemap (not root?)";
     }
-    cpu_set_t cpu;
+    cpu_set_t all, cpu;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
     CPU_ZERO(&cpu);
     CPU_SET(sched_getcpu(), &cpu);
     ASSERT_EQ(sched_setaffinity(0, sizeof(cpu), &cpu), 0);
+    std::shared_ptr<void> unpin(nullptr,
+                                [&all](void*) { sched_setaffinity(0, sizeof(all), &all); });
     // a's command handling sleeps twice 5 s, b's export waits behind it
     // and gives up after its 5 s; a reads the export's list at about 10 s.
     for (int i = 0; i < 2; i++) {
@@ -787,7 +790,8 @@ TEST_F(PlacementSessionEnd, AReusedPdNumberMeetsNoStaleQpExport) {
         }
     });
     std::this_thread::sleep_for(milliseconds(300));
-    std::ofstream(dbg_b_ + "/cmd") << "delay 5000 100" << std::flush;
+    // 4 s: c1's withdrawal, sent after c0's answer, is answered in time.
+    std::ofstream(dbg_b_ + "/cmd") << "delay 4000 100" << std::flush;
     renew.join();
     ASSERT_NE(victim, nullptr);
     ASSERT_FALSE(HasFailure());
