@@ -609,23 +609,29 @@ struct ib_mr *ntrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 }
 
 /*
- * Rereg's point of no return: @mr takes @old's place in the key table, and
- * @old is dying (no bind counts a window on it any more), unless a window
- * is bound to @old (-EBUSY).
+ * The point of no return of dereg (@next NULL) and rereg (@next takes
+ * @mr's place in the key table): -EBUSY while a window is bound to @mr
+ * (unbind it first). Else @mr is dying, so no bind counts a window on it
+ * any more (ntrdma_mw_bind() checks under the same lock), and its key
+ * leaves the table, unless a rereg put its successor there (same key).
  */
-static int ntrdma_mr_replace(struct ntrdma_ib *nib, struct ntrdma_mr *old,
-			     struct ntrdma_mr *mr)
+static int ntrdma_mr_retire(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
+			    struct ntrdma_mr *next)
 {
 	unsigned long flags;
 	int rc = 0;
 
 	xa_lock_irqsave(&nib->mr_xa, flags);
-	if (atomic_read(&old->mw_bound)) {
+	if (atomic_read(&mr->mw_bound)) {
 		rc = -EBUSY;
 	} else {
-		old->dying = true;
+		mr->dying = true;
 		/* The index is taken: storing into it allocates nothing. */
-		__xa_store(&nib->mr_xa, mr->index, mr, GFP_ATOMIC);
+		if (next)
+			__xa_store(&nib->mr_xa, next->index, next, GFP_ATOMIC);
+		else
+			__xa_cmpxchg(&nib->mr_xa, mr->index, mr, NULL,
+				     GFP_ATOMIC);
 	}
 	xa_unlock_irqrestore(&nib->mr_xa, flags);
 	return rc;
@@ -666,7 +672,7 @@ struct ib_mr *ntrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 	if (old->kind != NTRDMA_MR_USER)
 		return ERR_PTR(-EINVAL);
 	if (atomic_read(&old->mw_bound))
-		return ERR_PTR(-EBUSY);	/* early: ntrdma_mr_replace() decides */
+		return ERR_PTR(-EBUSY);	/* early: ntrdma_mr_retire() decides */
 	if (!(flags & IB_MR_REREG_TRANS)) {
 		start = old->umem->address;
 		length = old->umem->length;
@@ -682,7 +688,7 @@ struct ib_mr *ntrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 		return ERR_CAST(mr);
 	rc = ntrdma_mr_pin(mr, start, length, iova, access);
 	if (!rc)
-		rc = ntrdma_mr_replace(nib, old, mr);
+		rc = ntrdma_mr_retire(nib, old, mr);
 	if (rc) {
 		ntrdma_mr_free(mr);
 		return ERR_PTR(rc);
@@ -762,29 +768,6 @@ static bool ntrdma_mr_released(struct ntrdma_mr *mr, unsigned int wait_s)
 	return done;
 }
 
-/*
- * Dereg's point of no return: -EBUSY while a window is bound to @mr (unbind
- * it first). Else @mr is dying, so no bind counts a window on it any more
- * (ntrdma_mw_bind() checks under the same lock), and its key leaves the
- * table, unless a rereg put its successor there (same key).
- */
-static int ntrdma_mr_retire(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
-{
-	unsigned long flags;
-	int rc = 0;
-
-	xa_lock_irqsave(&nib->mr_xa, flags);
-	if (atomic_read(&mr->mw_bound)) {
-		rc = -EBUSY;
-	} else {
-		mr->dying = true;
-		/* Storing NULL allocates nothing. */
-		__xa_cmpxchg(&nib->mr_xa, mr->index, mr, NULL, GFP_ATOMIC);
-	}
-	xa_unlock_irqrestore(&nib->mr_xa, flags);
-	return rc;
-}
-
 int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct ntrdma_ib *nib = to_nib(ibmr->device);
@@ -792,7 +775,7 @@ int ntrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	bool revoked;
 	int rc;
 
-	rc = ntrdma_mr_retire(nib, mr);
+	rc = ntrdma_mr_retire(nib, mr, NULL);
 	if (rc)
 		return rc;
 	ntrdma_dereg_test_delay(mr);
