@@ -643,10 +643,10 @@ TEST_F(PlacementSessionEnd, ExportListLivesUntilThePeerReadIt) {
     ASSERT_EQ(sched_setaffinity(0, sizeof(cpu), &cpu), 0);
     std::shared_ptr<void> unpin(nullptr,
                                 [&all](void*) { sched_setaffinity(0, sizeof(all), &all); });
-    // a's command handling sleeps twice 5 s, b's export waits behind it
-    // and gives up after its 5 s; a reads the export's list at about 10 s.
-    for (int i = 0; i < 2; i++) {
-        std::ofstream(dbg_b_ + "/cmd") << "delay 5000 100" << std::flush;
+    // a's command handling sleeps 5 s and 1.5 s, b's export waits behind
+    // it and gives up after its 5 s; a reads the export's list at 6.5 s.
+    for (const char* ms : {"5000", "1500"}) {
+        std::ofstream(dbg_b_ + "/cmd") << "delay " << ms << " 100" << std::flush;
     }
     const auto t0 = Clock::now();
     Buf* dst = Reg(b_, len, kRemoteAll);
@@ -676,7 +676,7 @@ TEST_F(PlacementSessionEnd, ExportListLivesUntilThePeerReadIt) {
 // export: the old key places nothing after dereg returned.
 TEST_F(PlacementSessionEnd, AnExportStartedInAnEndedSessionIsStillRevoked) {
     const size_t len = 16384;
-    Inject(dbg_b_, "pause 8000");
+    Inject(dbg_b_, "pause 4000");
     Buf* dst = nullptr;
     std::thread reg([&] { dst = Reg(b_, len, kRemoteAll); });
     std::this_thread::sleep_for(milliseconds(300));
@@ -773,8 +773,8 @@ TEST_F(PlacementSessionEnd, AReusedPdNumberMeetsNoStaleQpExport) {
     b_.pd = own;
     ASSERT_FALSE(HasFailure());
     ASSERT_EQ(Dereg(dst1), 0);
-    // The peer sleeps 5 s; c0's withdrawal waits for it, c1's behind that.
-    std::ofstream(dbg_b_ + "/cmd") << "delay 5000 100" << std::flush;
+    // The peer sleeps 3 s; c0's withdrawal waits for it, c1's behind that.
+    std::ofstream(dbg_b_ + "/cmd") << "delay 3000 100" << std::flush;
     for (ibv_qp* qp : {c0.b, c1.b}) {
         std::erase(qps_, qp);
         ASSERT_EQ(ibv_destroy_qp(qp), 0);
@@ -790,8 +790,8 @@ TEST_F(PlacementSessionEnd, AReusedPdNumberMeetsNoStaleQpExport) {
         }
     });
     std::this_thread::sleep_for(milliseconds(300));
-    // 4 s: c1's withdrawal, sent after c0's answer, is answered in time.
-    std::ofstream(dbg_b_ + "/cmd") << "delay 4000 100" << std::flush;
+    // 2.5 s: c1's withdrawal, sent after c0's answer, is answered in time.
+    std::ofstream(dbg_b_ + "/cmd") << "delay 2500 100" << std::flush;
     renew.join();
     ASSERT_NE(victim, nullptr);
     ASSERT_FALSE(HasFailure());
@@ -1161,14 +1161,14 @@ class PlacementBudget : public Placement {
 };
 
 // The default placement settings.
-TEST_F(PlacementBudget, ManyLargeWritesInOnePostReturnFast) { ManyLargeWritesInOnePost(256); }
+TEST_F(PlacementBudget, ManyLargeWritesInOnePostReturnFast) { ManyLargeWritesInOnePost(128); }
 
 // Every placement a CPU copy, even with a DMA channel (place_copybreak
 // above any placement): the worst case for interrupts off.
 TEST_F(PlacementBudget, ManyLargeCpuWritesInOnePostReturnFast) {
     ParamScope cb("place_copybreak", "4294967295");
     ASSERT_TRUE(cb.ok()) << "cannot set place_copybreak";
-    ManyLargeWritesInOnePost(256);
+    ManyLargeWritesInOnePost(128);
 }
 
 }  // namespace
@@ -1185,7 +1185,7 @@ TEST_F(PlacementBudget, ManyLargeDmaWritesInOnePostReturnFast) {
     }
     ParamScope cb("place_copybreak", "0");
     ASSERT_TRUE(cb.ok()) << "cannot set place_copybreak";
-    ManyLargeWritesInOnePost(256);
+    ManyLargeWritesInOnePost(64);
 }
 
 }  // namespace
