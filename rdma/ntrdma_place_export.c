@@ -373,13 +373,13 @@ static int export_revoke_locked(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 /* After a failed revocation: the export is over if the peer left. */
 static bool export_drop_if_left(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 {
-	bool left = true;
+	bool left;
 
 	mutex_lock(&nib->exp->lock);
-	if (mr->export_session && export_peer_left(nib, mr->export_session))
+	left = !mr->export_session ||
+	       export_peer_left(nib, mr->export_session);
+	if (mr->export_session && left)
 		export_drop(nib, mr);
-	else if (mr->export_session)
-		left = false;
 	mutex_unlock(&nib->exp->lock);
 	return left;
 }
@@ -409,14 +409,14 @@ bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 	session = mr->export_session;
 	rc = session ? export_revoke_locked(nib, mr) : 0;
 	mutex_unlock(&nib->exp->lock);
-	if (rc == -ENOLINK)
-		export_wait_ended(nib, session);
-	if (rc && !export_drop_if_left(nib, mr)) {
-		ibdev_info_ratelimited(&nib->ibdev, "dereg of MR %u: the peer may still place into it until it leaves the ended session: its pages stay pinned until then\n",
-				       mr->index);
-		return false;
-	}
-	return true;
+	if (!rc)
+		return true;
+	export_wait_ended(nib, session);
+	if (export_drop_if_left(nib, mr))
+		return true;
+	ibdev_info_ratelimited(&nib->ibdev, "dereg of MR %u: the peer may still place into it until it leaves the ended session: its pages stay pinned until then\n",
+			       mr->index);
+	return false;
 }
 
 /* ---- QPs ---- */
