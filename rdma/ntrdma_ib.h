@@ -175,6 +175,7 @@ struct ntrdma_mr {
 	bool valid;			/* FRMR: between REG_MR and LOCAL_INV */
 	bool mw_bind;			/* IB_ACCESS_MW_BIND */
 	atomic_t mw_bound;		/* windows bound to it */
+	atomic_t copying;		/* checked-path copies into it now */
 	/*
 	 * Dereg or rereg is past its check for bound windows (set under the
 	 * key table's lock, where binds count windows): no window binds.
@@ -406,6 +407,7 @@ struct ntrdma_qp {
 	bool rcv_drop;			/* rest of this message dropped */
 	struct ntrdma_mr *wr_mr;	/* WRITE target */
 	u64 wr_raddr;			/* its checked start... */
+	u32 wr_rkey;			/* ...the key checked each segment */
 	u32 rcv_total;			/* ...and length (from FIRST) */
 	u32 rcv_len;
 	struct ntrdma_rsp rsp[NTRDMA_QP_RSP];
@@ -480,6 +482,9 @@ void ntrdma_ib_gid0(struct ib_device *ibdev, union ib_gid *gid);
 
 /* ntrdma_mr.c: data path access to MR pages */
 int ntrdma_mr_check(struct ntrdma_mr *mr, u64 addr, u64 len);
+int ntrdma_rkey_copy(struct ntrdma_qp *qp, struct ntrdma_mr *mr, u32 key,
+		     u64 addr, void *buf, u32 len);
+void ntrdma_mr_quiesce(struct ntrdma_mr *mr);
 int ntrdma_mr_copy(struct ntrdma_mr *mr, u64 addr, void *buf, u32 len,
 		   bool to_mr);
 int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,

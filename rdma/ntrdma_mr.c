@@ -368,27 +368,96 @@ int ntrdma_mr_fast_reg(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 
 /*
  * IB_WR_LOCAL_INV, SEND_WITH_INV: the fast-reg MR (kernel QPs) or type 2
- * window of @key stops working. 0 or -EINVAL.
+ * window of @key stops working; it returns once no byte of a remote
+ * access through @key can land any more. 0 or -EINVAL.
  */
 int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key)
 {
-	struct ntrdma_mr *mr, *parent = NULL;
+	struct ntrdma_mr *mr, *target = NULL;
 	unsigned long flags;
 	int rc = -EINVAL;
 
 	xa_lock_irqsave(&nib->mr_xa, flags);
 	mr = xa_load(&nib->mr_xa, key >> 8);
 	if (mr && mr->kind == NTRDMA_MR_FRMR && mr->key == key &&
-	    mr->ibmr.pd == pd) {
+	    mr->ibmr.pd == pd && refcount_inc_not_zero(&mr->refs)) {
 		mr->valid = false;
+		target = mr;
 		rc = 0;
 	} else if (mr && mr->kind == NTRDMA_MR_MW) {
-		rc = ntrdma_mw_invalidate(mr, pd, key, &parent);
+		rc = ntrdma_mw_invalidate(mr, pd, key, &target);
 	}
 	xa_unlock_irqrestore(&nib->mr_xa, flags);
-	if (parent)
-		ntrdma_mr_put(parent);
+	if (target) {
+		ntrdma_mr_quiesce(target);
+		ntrdma_mr_put(target);
+	}
 	return rc;
+}
+
+/* @key names @mr still (the key table's lock held): the MR or a window. */
+static bool ntrdma_rkey_names(struct ntrdma_ib *nib, u32 key,
+			      struct ntrdma_mr *mr)
+{
+	struct ntrdma_mr *ent = xa_load(&nib->mr_xa, key >> 8);
+
+	lockdep_assert_held(&nib->mr_xa.xa_lock);
+	if (!ent || ent->key != key)
+		return false;
+	if (ent->kind == NTRDMA_MR_MW)
+		return ent->valid && ent->parent == mr;
+	return ent == mr && mr->valid;
+}
+
+/**
+ * ntrdma_rkey_copy() - one segment of a remote WRITE into @mr
+ * @qp: the responder's QP
+ * @mr: the MR ntrdma_rkey_get() gave for @key at the message's start
+ * @key: the rkey the message names
+ * @addr: where in @mr
+ * @buf: the bytes
+ * @len: how many
+ *
+ * Any context (one segment). The key is checked again for each segment:
+ * once an invalidation of @key returned (ntrdma_mr_quiesce()), no later
+ * byte lands.
+ *
+ * Return: 0, -EACCES when @key no longer names @mr (invalidated, unbound,
+ * deregistered), or ntrdma_mr_copy()'s error.
+ */
+int ntrdma_rkey_copy(struct ntrdma_qp *qp, struct ntrdma_mr *mr, u32 key,
+		     u64 addr, void *buf, u32 len)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	unsigned long flags;
+	int rc = -EACCES;
+	bool ok;
+
+	atomic_inc(&mr->copying);
+	smp_mb__after_atomic();	/* counted before the key is looked at */
+	xa_lock_irqsave(&nib->mr_xa, flags);
+	ok = ntrdma_rkey_names(nib, key, mr);
+	xa_unlock_irqrestore(&nib->mr_xa, flags);
+	if (ok)
+		rc = ntrdma_mr_copy(mr, addr, buf, len, true);
+	smp_mb__before_atomic();	/* the bytes before the count */
+	atomic_dec(&mr->copying);
+	return rc;
+}
+
+/**
+ * ntrdma_mr_quiesce() - wait for the copies into @mr under way
+ * @mr: an MR whose key, or a window onto it, was just invalidated
+ *
+ * Any context: a copy is one segment, made under its QP's lock with
+ * interrupts off, so the wait is short. A copy that starts later sees the
+ * invalidation (ntrdma_rkey_copy()).
+ */
+void ntrdma_mr_quiesce(struct ntrdma_mr *mr)
+{
+	smp_mb();	/* the invalidation before the count */
+	while (atomic_read(&mr->copying))
+		cpu_relax();
 }
 
 struct ib_mr *ntrdma_get_dma_mr(struct ib_pd *ibpd, int access)

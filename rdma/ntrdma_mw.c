@@ -75,8 +75,10 @@ int ntrdma_dealloc_mw(struct ib_mw *ibmw)
 	__xa_erase(&nib->mr_xa, win->index);
 	parent = mw_detach(nib, win);
 	xa_unlock_irqrestore(&nib->mr_xa, flags);
-	if (parent)
+	if (parent) {
+		ntrdma_mr_quiesce(parent);
 		ntrdma_mr_put(parent);
+	}
 	/* Not while the export walk of the key table looks at it. */
 	ntrdma_unexport_mr(nib, win);
 	kfree(win);
@@ -162,8 +164,10 @@ int ntrdma_mw_bind(struct ntrdma_qp *qp, const struct ntrdma_send_wqe *q)
 		rc = 0;
 	}
 	xa_unlock_irqrestore(&nib->mr_xa, flags);
-	if (old)
+	if (old) {
+		ntrdma_mr_quiesce(old);	/* the old binding grants nothing */
 		ntrdma_mr_put(old);
+	}
 	if (mr)
 		ntrdma_mr_put(mr);
 	return rc;

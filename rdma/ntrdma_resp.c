@@ -361,6 +361,18 @@ static int resp_restart(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 	return -EINVAL;
 }
 
+/*
+ * A WRITE whose key stopped naming its MR while it came in: the rest is
+ * refused (a remote access error), as a key that named nothing would be.
+ */
+static void resp_refuse(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+{
+	if (qp->rcv_wqe)
+		resp_complete_rcv(qp, h, IB_WC_REM_ACCESS_ERR);
+	ntrdma_resp_release_rcv(qp);
+	resp_nak(qp, h->msn, NTRDMA_VX_SYN_ACCESS, IB_EVENT_QP_ACCESS_ERR);
+}
+
 /* First segment of a SEND or WRITE: 0 to go on, else it was answered. */
 static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 {
@@ -402,6 +414,7 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 	/* What was checked: later segments must not name anything else. */
 	qp->rcv_total = h->total;
 	qp->wr_raddr = h->raddr;
+	qp->wr_rkey = h->rkey;
 	return 0;
 }
 
@@ -480,11 +493,17 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	}
 	if (len) {
 		if (h->op == NTRDMA_VX_WRITE)
-			rc = ntrdma_mr_copy(qp->wr_mr, qp->wr_raddr + h->offset,
-					    (void *)payload, len, true);
+			rc = ntrdma_rkey_copy(qp, qp->wr_mr, qp->wr_rkey,
+					      qp->wr_raddr + h->offset,
+					      (void *)payload, len);
 		else
 			rc = ntrdma_rsge_scatter(qp->rcv.sge, qp->rcv.nsge,
 						 h->offset, payload, len);
+		if (rc == -EACCES) {
+			/* its key was invalidated while it came in */
+			resp_refuse(qp, h);
+			goto kick;
+		}
 		if (rc) {
 			/* An MR address without a page (kernel users). */
 			if (qp->rcv_wqe)
