@@ -175,7 +175,8 @@ struct ntrdma_mr {
 	bool valid;			/* FRMR: between REG_MR and LOCAL_INV */
 	bool mw_bind;			/* IB_ACCESS_MW_BIND */
 	atomic_t mw_bound;		/* windows bound to it */
-	atomic_t copying;		/* checked-path copies into it now */
+	atomic_t copying;		/* checked-path segments starting now */
+	atomic_t segs;			/* segments on the DMA channel */
 	/*
 	 * Dereg or rereg is past its check for bound windows (set under the
 	 * key table's lock, where binds count windows): no window binds.
@@ -252,6 +253,7 @@ struct ntrdma_swqe {
 	u16 skip_lo;		/* ...and this (ntrdma_vx_hdr) */
 	bool inv_local;		/* READ_WITH_INV: w.imm_data is the sink key */
 	struct ntrdma_sink *sink;	/* READ: its pages, mapped for the peer */
+	struct ntrdma_mr *inv_mr;	/* LOCAL_INV: waits until it is idle */
 	int status;		/* its completion status */
 	u32 seg_end;		/* UD, placing: the pool's count once it left */
 };
@@ -277,6 +279,7 @@ struct ntrdma_rsp {
 	u8 syndrome;
 	u8 rnr_timer;
 	struct ntrdma_mr *mr;	/* READ: the source (a reference) */
+	u32 rkey;		/* ...checked again for each segment */
 	u64 raddr;
 	u32 total;
 	u32 sent;
@@ -482,9 +485,12 @@ void ntrdma_ib_gid0(struct ib_device *ibdev, union ib_gid *gid);
 
 /* ntrdma_mr.c: data path access to MR pages */
 int ntrdma_mr_check(struct ntrdma_mr *mr, u64 addr, u64 len);
+bool ntrdma_rkey_enter(struct ntrdma_ib *nib, struct ntrdma_mr *mr, u32 key);
+void ntrdma_rkey_leave(struct ntrdma_mr *mr);
 int ntrdma_rkey_copy(struct ntrdma_qp *qp, struct ntrdma_mr *mr, u32 key,
 		     u64 addr, void *buf, u32 len);
 void ntrdma_mr_quiesce(struct ntrdma_mr *mr);
+bool ntrdma_mr_idle(struct ntrdma_mr *mr);
 int ntrdma_mr_copy(struct ntrdma_mr *mr, u64 addr, void *buf, u32 len,
 		   bool to_mr);
 int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
@@ -656,6 +662,8 @@ struct ntrdma_mr *ntrdma_mr_get(struct ntrdma_ib *nib, u32 key,
 void ntrdma_mr_put(struct ntrdma_mr *mr);
 int ntrdma_mr_fast_reg(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 		       struct ib_pd *pd, u32 key, int access);
+int ntrdma_mr_invalidate(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key,
+			 struct ntrdma_mr **target);
 int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key);
 struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib, struct ib_pd *pd,
 				enum ntrdma_mr_kind kind, int access);

@@ -366,28 +366,49 @@ int ntrdma_mr_fast_reg(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 	return 0;
 }
 
-/*
- * IB_WR_LOCAL_INV, SEND_WITH_INV: the fast-reg MR (kernel QPs) or type 2
- * window of @key stops working; it returns once no byte of a remote
- * access through @key can land any more. 0 or -EINVAL.
+/**
+ * ntrdma_mr_invalidate() - LOCAL_INV or SEND_WITH_INV of @key
+ * @nib: the device
+ * @pd: the PD of the QP invalidating it
+ * @key: a fast-reg MR's key (kernel QPs) or a bound type 2 window's
+ * @target: set to the MR whose access through @key stops (a reference)
+ *
+ * Any context. The key stops working at once; accesses already under way
+ * finish: ntrdma_mr_idle() says when none is left.
+ *
+ * Return: 0 or -EINVAL.
  */
-int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key)
+int ntrdma_mr_invalidate(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key,
+			 struct ntrdma_mr **target)
 {
-	struct ntrdma_mr *mr, *target = NULL;
+	struct ntrdma_mr *mr;
 	unsigned long flags;
 	int rc = -EINVAL;
 
+	*target = NULL;
 	xa_lock_irqsave(&nib->mr_xa, flags);
 	mr = xa_load(&nib->mr_xa, key >> 8);
 	if (mr && mr->kind == NTRDMA_MR_FRMR && mr->key == key &&
 	    mr->ibmr.pd == pd && refcount_inc_not_zero(&mr->refs)) {
 		mr->valid = false;
-		target = mr;
+		*target = mr;
 		rc = 0;
 	} else if (mr && mr->kind == NTRDMA_MR_MW) {
-		rc = ntrdma_mw_invalidate(mr, pd, key, &target);
+		rc = ntrdma_mw_invalidate(mr, pd, key, target);
 	}
 	xa_unlock_irqrestore(&nib->mr_xa, flags);
+	return rc;
+}
+
+/*
+ * SEND_WITH_INV, READ_WITH_INV: @key stops working; this returns once no
+ * CPU copy through it runs. 0 or -EINVAL.
+ */
+int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key)
+{
+	struct ntrdma_mr *target;
+	int rc = ntrdma_mr_invalidate(nib, pd, key, &target);
+
 	if (target) {
 		ntrdma_mr_quiesce(target);
 		ntrdma_mr_put(target);
@@ -410,6 +431,42 @@ static bool ntrdma_rkey_names(struct ntrdma_ib *nib, u32 key,
 }
 
 /**
+ * ntrdma_rkey_enter() - one segment of a remote access to @mr starts
+ * @nib: the device
+ * @mr: the MR ntrdma_rkey_get() gave for @key at the message's start
+ * @key: the rkey the message names
+ *
+ * Any context. The key is checked again for each segment: once an
+ * invalidation of @key returned (ntrdma_mr_quiesce()), no later segment
+ * starts. A segment that started is counted until ntrdma_rkey_leave();
+ * one queued on the DMA channel stays counted in @mr->segs until copied.
+ *
+ * Return: true when @key still names @mr (ntrdma_rkey_leave() follows),
+ * false when it was invalidated, unbound or deregistered.
+ */
+bool ntrdma_rkey_enter(struct ntrdma_ib *nib, struct ntrdma_mr *mr, u32 key)
+{
+	unsigned long flags;
+	bool ok;
+
+	atomic_inc(&mr->copying);
+	smp_mb__after_atomic();	/* counted before the key is looked at */
+	xa_lock_irqsave(&nib->mr_xa, flags);
+	ok = ntrdma_rkey_names(nib, key, mr);
+	xa_unlock_irqrestore(&nib->mr_xa, flags);
+	if (!ok)
+		ntrdma_rkey_leave(mr);
+	return ok;
+}
+
+/* The segment ntrdma_rkey_enter() let start is copied or queued. */
+void ntrdma_rkey_leave(struct ntrdma_mr *mr)
+{
+	smp_mb__before_atomic();	/* the bytes before the count */
+	atomic_dec(&mr->copying);
+}
+
+/**
  * ntrdma_rkey_copy() - one segment of a remote WRITE into @mr
  * @qp: the responder's QP
  * @mr: the MR ntrdma_rkey_get() gave for @key at the message's start
@@ -418,9 +475,7 @@ static bool ntrdma_rkey_names(struct ntrdma_ib *nib, u32 key,
  * @buf: the bytes
  * @len: how many
  *
- * Any context (one segment). The key is checked again for each segment:
- * once an invalidation of @key returned (ntrdma_mr_quiesce()), no later
- * byte lands.
+ * Any context (one segment): see ntrdma_rkey_enter().
  *
  * Return: 0, -EACCES when @key no longer names @mr (invalidated, unbound,
  * deregistered), or ntrdma_mr_copy()'s error.
@@ -428,36 +483,45 @@ static bool ntrdma_rkey_names(struct ntrdma_ib *nib, u32 key,
 int ntrdma_rkey_copy(struct ntrdma_qp *qp, struct ntrdma_mr *mr, u32 key,
 		     u64 addr, void *buf, u32 len)
 {
-	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
-	unsigned long flags;
-	int rc = -EACCES;
-	bool ok;
+	int rc;
 
-	atomic_inc(&mr->copying);
-	smp_mb__after_atomic();	/* counted before the key is looked at */
-	xa_lock_irqsave(&nib->mr_xa, flags);
-	ok = ntrdma_rkey_names(nib, key, mr);
-	xa_unlock_irqrestore(&nib->mr_xa, flags);
-	if (ok)
-		rc = ntrdma_mr_copy(mr, addr, buf, len, true);
-	smp_mb__before_atomic();	/* the bytes before the count */
-	atomic_dec(&mr->copying);
+	if (!ntrdma_rkey_enter(to_nib(qp->ibqp.device), mr, key))
+		return -EACCES;
+	rc = ntrdma_mr_copy(mr, addr, buf, len, true);
+	ntrdma_rkey_leave(mr);
 	return rc;
 }
 
 /**
- * ntrdma_mr_quiesce() - wait for the copies into @mr under way
+ * ntrdma_mr_quiesce() - wait for the CPU copies through @mr under way
  * @mr: an MR whose key, or a window onto it, was just invalidated
  *
  * Any context: a copy is one segment, made under its QP's lock with
  * interrupts off, so the wait is short. A copy that starts later sees the
- * invalidation (ntrdma_rkey_copy()).
+ * invalidation (ntrdma_rkey_enter()). Segments on the DMA channel are not
+ * waited for: ntrdma_mr_idle() tells when they are copied.
  */
 void ntrdma_mr_quiesce(struct ntrdma_mr *mr)
 {
 	smp_mb();	/* the invalidation before the count */
 	while (atomic_read(&mr->copying))
 		cpu_relax();
+}
+
+/**
+ * ntrdma_mr_idle() - no copy from or into @mr is under way
+ * @mr: an MR whose key, or a window onto it, was invalidated
+ *
+ * Any context. The CPU copies are waited for (ntrdma_mr_quiesce()); the
+ * segments that read or write its pages on the DMA channel are not: the
+ * caller looks again later (the session's end completes them all).
+ *
+ * Return: true when none is left.
+ */
+bool ntrdma_mr_idle(struct ntrdma_mr *mr)
+{
+	ntrdma_mr_quiesce(mr);
+	return !atomic_read(&mr->segs);
 }
 
 struct ib_mr *ntrdma_get_dma_mr(struct ib_pd *ibpd, int access)

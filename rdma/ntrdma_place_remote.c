@@ -723,7 +723,8 @@ static int push_pieces(const struct ntrdma_rsp *r, u32 pos,
  * sent instead); -ENOSPC (the TQP first finishes DMA copies; tx_space
  * follows), -EBUSY (the QP's segment slots are all in flight; send_done
  * follows); -EINPROGRESS (the pass's budget is spent: the caller queues
- * the next pass); -EFAULT, -ENOLINK, -EINVAL.
+ * the next pass); -EACCES (the READ's key was invalidated meanwhile: no
+ * later chunk starts); -EFAULT, -ENOLINK, -EINVAL.
  */
 int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
 {
@@ -744,12 +745,17 @@ int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
 			rc = -EINPROGRESS;
 			break;
 		}
+		if (!ntrdma_rkey_enter(nib, r->mr, r->rkey)) {
+			rc = -EACCES;	/* its key was invalidated */
+			break;
+		}
 		n = push_pieces(r, r->sent, pc, &bytes);
 		built = n;
 		if (!n)
 			rc = -EINVAL;	/* the extents end early: checked */
 		else
 			rc = n < 0 ? n : ntrdma_vx_place(qp, pc, &n, &r->mr, 1);
+		ntrdma_rkey_leave(r->mr);
 		if (rc == 1)
 			rc = 0;	/* on the channel; the notice goes behind */
 		if (!rc)

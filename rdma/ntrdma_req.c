@@ -23,6 +23,9 @@ void req_release(struct ntrdma_swqe *w)
 	for (i = 0; i < w->nsge; i++)
 		ntrdma_mr_put(w->sge[i].mr);
 	w->nsge = 0;
+	if (w->inv_mr)
+		ntrdma_mr_put(w->inv_mr);
+	w->inv_mr = NULL;
 }
 
 /* Where the payload resumes after @n more bytes. */
@@ -240,8 +243,28 @@ static int req_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	return rc == 1 ? 0 : rc;
 }
 
-/* REG_MR, LOCAL_INV, BIND_MW: done now, in SQ order; never sent. */
-static void req_local_op(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+/*
+ * LOCAL_INV: the key stops working at once; the WQE completes once no
+ * segment through it is copied any more (those on the DMA channel finish
+ * first: -EINPROGRESS, the next pass looks again). Else its status.
+ */
+static int req_local_inv(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+
+	if (!w->inv_mr &&
+	    ntrdma_mr_invalidate(nib, qp->ibqp.pd, w->w.rkey, &w->inv_mr))
+		return IB_WC_LOC_QP_OP_ERR;
+	if (w->inv_mr && !ntrdma_mr_idle(w->inv_mr))
+		return -EINPROGRESS;
+	return 0;
+}
+
+/*
+ * REG_MR, LOCAL_INV, BIND_MW: done now, in SQ order; never sent. 0, or
+ * -EINPROGRESS when a LOCAL_INV waits for the copies under way.
+ */
+static int req_local_op(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
 	int rc;
@@ -251,17 +274,22 @@ static void req_local_op(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 			req_error(qp, w, IB_WC_MW_BIND_ERR);
 		goto done;
 	}
-	if (w->w.opcode == IB_WR_REG_MR)
-		rc = ntrdma_mr_fast_reg(nib, (struct ntrdma_mr *)(uintptr_t)
-					w->w.remote_addr, qp->ibqp.pd,
-					w->w.rkey, (int)w->w.compare_add);
-	else
-		rc = ntrdma_mr_local_inv(nib, qp->ibqp.pd, w->w.rkey);
+	if (w->w.opcode == IB_WR_REG_MR) {
+		if (ntrdma_mr_fast_reg(nib, (struct ntrdma_mr *)(uintptr_t)
+				       w->w.remote_addr, qp->ibqp.pd,
+				       w->w.rkey, (int)w->w.compare_add))
+			req_error(qp, w, IB_WC_LOC_QP_OP_ERR);
+		goto done;
+	}
+	rc = req_local_inv(qp, w);
+	if (rc == -EINPROGRESS)
+		return rc;
 	if (rc)
-		req_error(qp, w, IB_WC_LOC_QP_OP_ERR);
+		req_error(qp, w, rc);
 done:
 	w->done = true;
 	req_skip(qp, w);
+	return 0;
 }
 
 /*
@@ -320,8 +348,7 @@ static int req_direct(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	case IB_WR_REG_MR:
 	case IB_WR_LOCAL_INV:
 	case IB_WR_BIND_MW:
-		req_local_op(qp, w);
-		return 0;
+		return req_local_op(qp, w);
 	case IB_WR_RDMA_WRITE:
 		return req_write(qp, w);
 	case IB_WR_RDMA_WRITE_WITH_IMM:

@@ -326,6 +326,7 @@ static void resp_read(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		return;
 	}
 	r->mr = mr;
+	r->rkey = h->rkey;
 	r->raddr = h->raddr;
 	r->total = h->total;
 	r->sink = sink;
@@ -557,10 +558,14 @@ static int resp_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r,
 	return n < 0 ? n : 0;
 }
 
-/* A READ's data from r->sent on: 0 when all of it is out, else negative. */
+/*
+ * A READ's data from r->sent on: 0 when all of it is out, else negative
+ * (-EACCES: its key stopped naming its MR on the way).
+ */
 static int resp_send_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r,
 			  struct ntrdma_vx_hdr *h)
 {
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
 	struct ntrdma_rsge sg;
 	int n;
 
@@ -579,9 +584,12 @@ static int resp_send_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r,
 		sg.mr = r->mr;
 		sg.addr = r->raddr + r->sent;
 		sg.len = r->total - r->sent;
+		if (!ntrdma_rkey_enter(nib, r->mr, r->rkey))
+			return -EACCES;	/* its key was invalidated */
 		n = ntrdma_vx_send(qp, h, NULL, 0, &sg, 1, 0,
 				   min_t(u32, sg.len,
 					 NTRDMA_VX_BUF - sizeof(*h)));
+		ntrdma_rkey_leave(r->mr);
 		if (n < 0)
 			return n;
 		if (!n && r->sent < r->total)
@@ -613,6 +621,17 @@ static void resp_fault(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
 	r->kind = NTRDMA_RSP_ACK;
 	r->syndrome = NTRDMA_VX_SYN_OP_ERR;
 	resp_fatal_nak(qp, IB_EVENT_QP_FATAL);
+}
+
+/*
+ * A READ whose key was invalidated while its data went out: the rest is
+ * refused with a remote access error NAK, as a key naming nothing would be.
+ */
+static void resp_revoked(struct ntrdma_qp *qp, struct ntrdma_rsp *r)
+{
+	r->kind = NTRDMA_RSP_ACK;
+	r->syndrome = NTRDMA_VX_SYN_ACCESS;
+	resp_fatal_nak(qp, IB_EVENT_QP_ACCESS_ERR);
 }
 
 static void resp_hdr(struct ntrdma_qp *qp, const struct ntrdma_rsp *r,
@@ -706,9 +725,13 @@ int ntrdma_resp_tx(struct ntrdma_qp *qp)
 			ntrdma_vx_kick(qp);	/* the budget: the rest later */
 			return n;
 		}
-		if (n < 0 && n != -EFAULT)
+		if (n < 0 && n != -EFAULT && n != -EACCES)
 			return n;	/* link gone: the flush follows */
 		resp_drop(r);
+		if (n == -EACCES) {
+			resp_revoked(qp, r);	/* sent next, in its place */
+			continue;
+		}
 		if (n == -EFAULT && r->kind != NTRDMA_RSP_ACK) {
 			resp_fault(qp, r);	/* sent next, in its place */
 			continue;

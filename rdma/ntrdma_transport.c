@@ -408,12 +408,16 @@ static struct ntrdma_seg_meta *vx_meta_take(struct ntrdma_qp *qp)
 	return m;
 }
 
-/* Hold @mr (consecutive repeats once) in @m until its send_done. */
+/*
+ * Hold @mr (consecutive repeats once) in @m until its send_done; counted in
+ * @mr->segs meanwhile (ntrdma_mr_idle()).
+ */
 static void vx_meta_hold(struct ntrdma_seg_meta *m, struct ntrdma_mr *mr)
 {
 	if (m->nmr && m->mr[m->nmr - 1] == mr)
 		return;
 	refcount_inc(&mr->refs);
+	atomic_inc(&mr->segs);
 	m->mr[m->nmr++] = mr;
 }
 
@@ -421,8 +425,10 @@ static void vx_meta_drop(struct ntrdma_seg_meta *m)
 {
 	u32 i;
 
-	for (i = 0; i < m->nmr; i++)
+	for (i = 0; i < m->nmr; i++) {
+		atomic_dec(&m->mr[i]->segs);
 		ntrdma_mr_put(m->mr[i]);
+	}
 	m->nmr = 0;
 }
 

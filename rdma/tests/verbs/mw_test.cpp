@@ -345,6 +345,42 @@ class MwAcross : public Mw {
             Prepare();
         }
     }
+
+    static constexpr size_t kBig = 64 << 20;
+
+    // A type 2 window over all of @dst with @access, bound on b's QP.
+    uint32_t BindBig(Buf* dst, int access) {
+        ibv_mw* mw = AllocMw(IBV_MW_TYPE_2);
+        EXPECT_NE(mw, nullptr);
+        if (mw == nullptr) {
+            return 0;
+        }
+        const uint32_t k = ibv_inc_rkey(mw->rkey);
+        EXPECT_EQ(Bind2(mw, k, dst, 0, kBig, access), IBV_WC_SUCCESS);
+        return k;
+    }
+
+    // Once @seen's first byte is @v (the access is under way), LOCAL_INV
+    // of @k on @qp (of b's PD), waited for.
+    void InvalidateOnceStarted(Buf* seen, uint8_t v, uint32_t k, ibv_qp* qp) {
+        const volatile uint8_t* first = seen->p();
+        const auto deadline = Clock::now() + milliseconds(10000);
+        while (*first != v && Clock::now() < deadline) {
+        }
+        ASSERT_EQ(*first, v) << "the access's first bytes did not land in 10 s";
+        ibv_send_wr inv{};
+        ibv_send_wr* bad = nullptr;
+        inv.wr_id = 79;
+        inv.opcode = IBV_WR_LOCAL_INV;
+        inv.send_flags = IBV_SEND_SIGNALED;
+        inv.invalidate_rkey = k;
+        ASSERT_EQ(ibv_post_send(qp, &inv, &bad), 0);
+        std::vector<ibv_wc> iw = PollCq(b_.scq, 1);
+        ASSERT_EQ(iw.size(), 1u);
+        ASSERT_EQ(iw[0].status, IBV_WC_SUCCESS) << WcStr(iw[0]);
+    }
+
+    static size_t Count(Buf* b, uint8_t v) { return std::count(b->p(), b->p() + kBig, v); }
 };
 
 // Type 2: LOCAL_INV while a large WRITE through the window comes in (on
@@ -352,45 +388,64 @@ class MwAcross : public Mw {
 // completed, no later byte of the WRITE lands, and the WRITE fails with a
 // remote access error.
 TEST_F(MwAcross, NothingLandsAfterALocalInvUnderAWrite) {
-    const size_t big = 64 << 20;
-    Buf* dst = Reg(b_, big, kMwBind);
-    Buf* src = Reg(a_, big, kLocal);
+    Buf* dst = Reg(b_, kBig, kMwBind);
+    Buf* src = Reg(a_, kBig, kLocal);
     ASSERT_FALSE(HasFailure());
-    std::memset(src->p(), 0xA5, big);
-    ibv_mw* mw = AllocMw(IBV_MW_TYPE_2);
-    ASSERT_NE(mw, nullptr);
-    const uint32_t k = ibv_inc_rkey(mw->rkey);
-    ASSERT_EQ(Bind2(mw, k, dst, 0, big, IBV_ACCESS_REMOTE_WRITE), IBV_WC_SUCCESS);
-    Wr w = WriteWr(5, src->sge(0, big), dst);
+    std::memset(src->p(), 0xA5, kBig);
+    const uint32_t k = BindBig(dst, IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_FALSE(HasFailure());
+    Wr w = WriteWr(5, src->sge(0, kBig), dst);
     w.rkey = k;
     ASSERT_EQ(Post(c_.a, w), 0);
-    const volatile uint8_t* first = dst->p();
-    const auto deadline = Clock::now() + milliseconds(10000);
-    while (*first != 0xA5 && Clock::now() < deadline) {
-    }
-    ASSERT_EQ(*first, 0xA5) << "the WRITE's first bytes did not land in 10 s";
-    ibv_send_wr inv{};
-    ibv_send_wr* bad = nullptr;
-    inv.wr_id = 79;
-    inv.opcode = IBV_WR_LOCAL_INV;
-    inv.send_flags = IBV_SEND_SIGNALED;
-    inv.invalidate_rkey = k;
-    ASSERT_EQ(ibv_post_send(c_.b, &inv, &bad), 0);
-    std::vector<ibv_wc> iw = PollCq(b_.scq, 1);
-    ASSERT_EQ(iw.size(), 1u);
-    ASSERT_EQ(iw[0].status, IBV_WC_SUCCESS) << WcStr(iw[0]);
-    const size_t at_inv = big - std::count(dst->p(), dst->p() + big, 0);
+    InvalidateOnceStarted(dst, 0xA5, k, c_.b);
+    ASSERT_FALSE(HasFailure());
+    const size_t at_inv = kBig - Count(dst, 0);
     std::vector<ibv_wc> ww = PollCq(a_.scq, 1, 30000);
     ASSERT_EQ(ww.size(), 1u) << "no completion for the WRITE";
     std::this_thread::sleep_for(milliseconds(200));
-    const size_t after = big - std::count(dst->p(), dst->p() + big, 0);
-    std::cout << "[ NOTE     ] " << at_inv << " of " << big
+    const size_t after = kBig - Count(dst, 0);
+    std::cout << "[ NOTE     ] " << at_inv << " of " << kBig
               << " bytes in when the LOCAL_INV completed" << std::endl;
-    if (at_inv == big) {
+    if (at_inv == kBig) {
         GTEST_SKIP() << "the WRITE was all in before the LOCAL_INV completed: nothing shown";
     }
     EXPECT_EQ(ww[0].status, IBV_WC_REM_ACCESS_ERR) << WcStr(ww[0]);
     EXPECT_EQ(after, at_inv) << "bytes landed after the LOCAL_INV completed";
+}
+
+// Type 2: LOCAL_INV on the target while a large READ through the window
+// goes out, posted on a second QP of the target's PD (the READ's own QP
+// sends all its answers before its next work request). The target's
+// bytes change once the LOCAL_INV completed: no byte read after that
+// reaches the reader (none of the new value in its sink), and the READ
+// fails with a remote access error.
+TEST_F(MwAcross, NothingIsReadAfterALocalInvUnderARead) {
+    Buf* src = Reg(b_, kBig, kMwBind);
+    Buf* sink = Reg(a_, kBig, kLocal);
+    ASSERT_FALSE(HasFailure());
+    std::memset(src->p(), 0xA5, kBig);
+    const uint32_t k = BindBig(src, IBV_ACCESS_REMOTE_READ);
+    ASSERT_FALSE(HasFailure());
+    const Conn other = Connect();
+    ASSERT_FALSE(HasFailure());
+    Wr r = ReadWr(6, sink->sge(0, kBig), src);
+    r.rkey = k;
+    ASSERT_EQ(Post(c_.a, r), 0);
+    InvalidateOnceStarted(sink, 0xA5, k, other.b);
+    ASSERT_FALSE(HasFailure());
+    std::memset(src->p(), 0x5A, kBig);
+    std::vector<ibv_wc> rw = PollCq(a_.scq, 1, 30000);
+    ASSERT_EQ(rw.size(), 1u) << "no completion for the READ";
+    std::this_thread::sleep_for(milliseconds(200));
+    const size_t old_bytes = Count(sink, 0xA5);
+    const size_t new_bytes = Count(sink, 0x5A);
+    std::cout << "[ NOTE     ] " << old_bytes << " of " << kBig
+              << " bytes read before the LOCAL_INV completed" << std::endl;
+    if (old_bytes == kBig) {
+        GTEST_SKIP() << "the READ was all done before the LOCAL_INV completed: nothing shown";
+    }
+    EXPECT_EQ(rw[0].status, IBV_WC_REM_ACCESS_ERR) << WcStr(rw[0]);
+    EXPECT_EQ(new_bytes, 0u) << "bytes read after the LOCAL_INV completed";
 }
 
 }  // namespace
