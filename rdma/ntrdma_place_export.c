@@ -263,7 +263,7 @@ void ntrdma_export_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 
 	if (!export_wanted(nib, mr))
 		return;
-	ntrdma_fault_pause(nib->ndev);
+	ntrdma_fault_pause(nib->ndev, "export");
 	mutex_lock(&nib->exp->lock);
 	session = export_session_locked(nib);
 	/* dereg may have unpublished it: an export would outlive it */

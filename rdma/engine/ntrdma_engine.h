@@ -221,7 +221,9 @@ enum ntrdma_fault_site {
 #ifdef NTRDMA_TEST_HOOKS
 bool ntrdma_fault(struct ntrdma_dev *ndev, enum ntrdma_fault_site site);
 bool ntrdma_fault_deaf(struct ntrdma_dev *ndev);
-void ntrdma_fault_pause(struct ntrdma_dev *ndev);
+void ntrdma_fault_pause(struct ntrdma_dev *ndev, const char *at);
+#define NTRDMA_FAULT_SPIN_MS	500
+void ntrdma_fault_spin(struct ntrdma_dev *ndev, const char *at);
 /* ntrdma_canary.c: guard bytes around what a face posts */
 bool ntrdma_canary_fill(struct ntrdma_dev *ndev, void *p, size_t len);
 void ntrdma_canary_check(struct ntrdma_dev *ndev, const void *p, size_t len);
@@ -238,7 +240,12 @@ static inline bool ntrdma_fault_deaf(struct ntrdma_dev *ndev)
 	return false;
 }
 
-static inline void ntrdma_fault_pause(struct ntrdma_dev *ndev)
+static inline void ntrdma_fault_pause(struct ntrdma_dev *ndev,
+				      const char *at)
+{
+}
+
+static inline void ntrdma_fault_spin(struct ntrdma_dev *ndev, const char *at)
 {
 }
 

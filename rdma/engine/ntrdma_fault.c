@@ -35,9 +35,14 @@
  *   link_deaf MS       for MS ms (at most 10000) our link work ignores the
  *                      peer: a slow peer, late to see a session end
  *                      (heartbeat, epoch and link checks all wait)
- *   pause MS           the next ntrdma_fault_pause() sleeps MS ms (at most
- *                      10000): a race window held open (the verbs face
- *                      pauses as an MR export starts)
+ *   pause MS [AT]      the next ntrdma_fault_pause() named AT (default
+ *                      "export") sleeps MS ms (at most 10000): a race
+ *                      window held open. The verbs face's names: export
+ *                      (an MR export starts), accept (an rdma_cm accept
+ *                      heard back from the other end); the Ethernet
+ *                      face's: carrier (the peer's netdev is up, as the
+ *                      doorbell handler turns the carrier on; a busy
+ *                      wait of at most 500 ms)
  *   proto_error        this side ends the session as on a protocol error
  *                      of the peer (counted): an end at a known moment,
  *                      where a malformed index the peer's own traffic
@@ -206,19 +211,56 @@ bool ntrdma_fault_deaf(struct ntrdma_dev *ndev)
 	return until && time_before(jiffies, until);
 }
 
+/* The time "pause MS AT" armed for @at, disarmed; 0 if none. */
+static unsigned int fault_pause_take(struct ntrdma_dev *ndev, const char *at)
+{
+	/* armed: pause_at was written before (fault_pause_set()) */
+	unsigned int ms = smp_load_acquire(&ndev->pause_ms);
+
+	if (!ms || strncmp(at, ndev->pause_at, sizeof(ndev->pause_at)))
+		return 0;
+	return cmpxchg(&ndev->pause_ms, ms, 0) == ms ? ms : 0;
+}
+
 /**
- * ntrdma_fault_pause() - sleep once, for the time debugfs "pause MS" set
+ * ntrdma_fault_pause() - sleep once, for the time debugfs "pause MS AT" set
  * @ndev: the device
+ * @at: the name of this place, AT in the inject command
  *
  * Process context. A face calls it where a test needs a race window held
  * open (the verbs face: as an MR export starts, before its lock).
  */
-void ntrdma_fault_pause(struct ntrdma_dev *ndev)
+void ntrdma_fault_pause(struct ntrdma_dev *ndev, const char *at)
 {
-	unsigned int ms = xchg(&ndev->pause_ms, 0);
+	unsigned int ms = fault_pause_take(ndev, at);
 
 	if (ms)
 		msleep(ms);
+}
+
+/**
+ * ntrdma_fault_spin() - busy-wait once, for the time "pause MS AT" set
+ * @ndev: the device
+ * @at: the name of this place, AT in the inject command
+ *
+ * Any context (a doorbell handler): at most NTRDMA_FAULT_SPIN_MS.
+ */
+void ntrdma_fault_spin(struct ntrdma_dev *ndev, const char *at)
+{
+	unsigned int ms = fault_pause_take(ndev, at);
+
+	if (ms)
+		mdelay(min_t(unsigned int, ms, NTRDMA_FAULT_SPIN_MS));
+}
+
+/* "pause MS [AT]": the name first, then the time that arms it. */
+static void fault_pause_set(struct ntrdma_dev *ndev, unsigned int ms,
+			    const char *at)
+{
+	WRITE_ONCE(ndev->pause_ms, 0);
+	strscpy(ndev->pause_at, at, sizeof(ndev->pause_at));
+	/* the name before the time that arms it (fault_pause_take()) */
+	smp_store_release(&ndev->pause_ms, min(ms, 10000U));
 }
 
 static int fault_set(struct ntrdma_dev *ndev, const char *name,
@@ -292,8 +334,9 @@ static int fault_run(struct ntrdma_dev *ndev, const char *buf)
 			   jiffies + msecs_to_jiffies(min(n, 10000U)) ?: 1);
 		return 0;
 	}
-	if (sscanf(buf, "pause %u", &n) == 1) {
-		WRITE_ONCE(ndev->pause_ms, min(n, 10000U));
+	rc = sscanf(buf, "pause %u %15s", &n, name);
+	if (rc >= 1) {
+		fault_pause_set(ndev, n, rc == 2 ? name : "export");
 		return 0;
 	}
 	if (!strcmp(buf, "link_off"))

@@ -251,6 +251,7 @@ struct ntrdma_dev {
 	atomic_t fault_tries[NTRDMA_FAULT_SITES];
 	unsigned long deaf_until;	/* jiffies: the link work ignores the peer */
 	unsigned int pause_ms;		/* the next ntrdma_fault_pause() sleeps */
+	char pause_at[16];		/* ...of this name */
 	/* canaries (test builds): armed, and the pages (under dbg_lock) */
 	bool canary_on;
 	struct page **canary_pages;
