@@ -58,6 +58,7 @@ struct ntrdma_cep {
 	u8 ird, ord;
 	struct sockaddr_storage laddr, raddr;
 	bool notify_peer;		/* close: send DISC */
+	bool disc_rcvd;			/* DISC came while ACCEPTING */
 	bool loopback;			/* both ends are ours: no wire */
 	struct work_struct close_work;
 	struct delayed_work timeout;
@@ -584,6 +585,7 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 
 	rc = cm_send_answer(nib, NTRDMA_CMD_CM_ACCEPT, &to, qpn, ird, ord,
 			    param->private_data, param->private_data_len);
+	ntrdma_fault_pause(nib->ndev, "accept");
 
 	mutex_lock(&nib->cm_mutex);
 	cep = xa_load(&nib->cep_xa, to.id);
@@ -599,6 +601,9 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 	}
 	cep->state = CEP_ESTABLISHED;
 	cm_event(cep, cm_id, IW_CM_EVENT_ESTABLISHED, 0, NULL, 0);
+	/* The other end left before our accept heard back: it closes now. */
+	if (cep->disc_rcvd)
+		ntrdma_qp_cm_disconnected(cep->qp);
 out_unlock:
 	mutex_unlock(&nib->cm_mutex);
 	return rc;
@@ -714,6 +719,16 @@ static int cm_disc(struct ntrdma_ib *nib, const struct ntrdma_wire_cm *m,
 		/* The QP flushes; its move to ERR closes the connection. */
 		if (cep->qp)
 			ntrdma_qp_cm_disconnected(cep->qp);
+	}
+	/*
+	 * The other end saw our ACCEPT and left before its answer reached
+	 * our accept: remembered, the close follows ESTABLISHED there.
+	 */
+	cep = cep ? NULL : cm_find(nib, m->peer_cep, m->cep, CEP_ACCEPTING,
+				   loopback);
+	if (cep) {
+		cep->notify_peer = false;
+		cep->disc_rcvd = true;
 	}
 	mutex_unlock(&nib->cm_mutex);
 	return 0;

@@ -15,7 +15,7 @@
 . "$(dirname "$0")/lib/verbs.sh"
 
 T=${CM_TIMEOUT:-60}
-NTESTS=17
+NTESTS=18
 SIP=10.79.3.2
 CIP=10.79.3.1
 
@@ -266,7 +266,38 @@ ktap_check "rping to our own address: a same-device connection, 5 verified round
 rm -f $f.lo $f.lorc
 PORT=$((PORT + 1))
 
-# 14: nothing left behind: no QP, no cm_id (rdma resource)
+# 14: the active side destroys its QP as soon as it is connected, while
+# the passive side's accept has not heard back yet (for the first rounds
+# that window is held open: inject "pause MS accept" on the server's
+# device). Every round, the passive side sees ESTABLISHED, then
+# DISCONNECTED within 1 s.
+# In loop the server runs in cmB, where debugfs is not mounted: it writes
+# the inject file through fd 3, opened here.
+RACE=$NTRDMA_ROOT/build/user/rdma/tests/cm/ntrdma_cm_disc_race
+if is_pair; then
+	SINJ=$(peer "ls -d $DEBUGFS/ntrdma/*/ 2>/dev/null | head -1")inject
+	RINJ=$SINJ
+else
+	SINJ=$(grep -l "^ntb: $REMOTE_DEV\$" "$DEBUGFS"/ntrdma/*/info 2>/dev/null |
+		head -1 | xargs -r dirname)/inject
+	RINJ=/proc/self/fd/3
+fi
+if [ ! -x "$RACE" ]; then
+	ktap_fail "DISC during accept: $RACE not built"
+elif ! is_pair && [ ! -w "$SINJ" ]; then
+	ktap_fail "DISC during accept: no inject file for $REMOTE_DEV (test hooks)"
+else
+	run_pair "DISC during accept" "$RACE server $SIP $PORT 12 4 $RINJ" \
+		"$RACE client $SIP $PORT 12" 3>"$(is_pair && echo /dev/null || echo "$SINJ")"
+	rc=$?
+	grep -E "no DISCONNECTED|instead|rounds" <<<"$SOUT" | head -6 | sed 's/^/# server> /'
+	grep -E "no connection|rounds" <<<"$OUT" | head -3 | sed 's/^/# client> /'
+	ktap_check "DISC during accept: the passive side sees DISCONNECTED, 12 of 12 rounds" \
+		test "$rc" = 0 -a "$SRC" = 0
+fi
+PORT=$((PORT + 1))
+
+# 15: nothing left behind: no QP, no cm_id (rdma resource)
 sleep 1
 left=$(rdma resource show qp 2>/dev/null | grep -c "$CDEV")
 cm=$(rdma resource show cm_id 2>/dev/null | grep -c "$CDEV")
@@ -293,7 +324,7 @@ stream_then() {
 	rm -f $f.cli
 }
 
-# 15: the peer's driver goes away during an rdma_cm stream
+# 16: the peer's driver goes away during an rdma_cm stream
 if is_pair; then
 	stream_then 'peer "modprobe -r ntrdma"'
 else
@@ -303,7 +334,7 @@ ktap_check "peer driver gone during ib_write_bw -R: stream failed (exit $STREAM_
 	test "$STREAM_RC" != 0 -a "$STREAM_RC" != 124 -a "$STREAM_S" -lt 30
 S "pkill -f ib_write_bw" 2>/dev/null
 
-# 16: it comes back: rping connects again
+# 17: it comes back: rping connects again
 if is_pair; then peer "modprobe ntrdma"; else echo "$REMOTE_DEV" > $NTB_DRV/bind; fi
 ends_up || ktap_diag "no ping to $SIP after the peer returned"
 wait_for 15 port_is "$CDEV" PORT_ACTIVE
@@ -316,7 +347,7 @@ else
 fi
 PORT=$((PORT + 1))
 
-# 17: our own driver unloaded during an rdma_cm stream
+# 18: our own driver unloaded during an rdma_cm stream
 UNLOAD_RC=
 stream_then 'timeout 60 modprobe -r ntrdma; UNLOAD_RC=$?'
 ktap_check "driver unloaded during ib_write_bw -R: modprobe -r exit ${UNLOAD_RC:-?}, stream exit $STREAM_RC after $STREAM_S s" \

@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// rdma_cm: the active side disconnects at once, from its ESTABLISHED
+// event, while the passive side's accept may not have heard back yet. The
+// passive side must still see ESTABLISHED, then DISCONNECTED.
+//
+//   ntrdma_cm_disc_race server ADDR PORT ROUNDS [PAUSED INJECT]
+//   ntrdma_cm_disc_race client ADDR PORT ROUNDS
+//
+// The server accepts ROUNDS connections one after another; for the first
+// PAUSED of them it writes "pause MS accept" to the debugfs INJECT file of
+// its device first, so that its accept waits after the other end's answer
+// (the window in which the DISC comes). The client connects ROUNDS times
+// and destroys its QP as soon as it is connected. Each side prints a line
+// per round; the server exits 0 when every round saw DISCONNECTED within
+// 1 s of ESTABLISHED (after the pause), the client when every round
+// connected.
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int kPauseMs = 1000;
+constexpr int kDiscWaitMs = 1000;
+
+long MsSince(Clock::time_point t) {
+    return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
+}
+
+// The next event on @ch within @ms, acked; RDMA_CM_EVENT_* or -1.
+int NextEvent(rdma_event_channel* ch, int ms, rdma_cm_id** id = nullptr,
+              rdma_conn_param* param = nullptr) {
+    pollfd p{ch->fd, POLLIN, 0};
+    if (poll(&p, 1, ms) != 1) {
+        return -1;
+    }
+    rdma_cm_event* ev = nullptr;
+    if (rdma_get_cm_event(ch, &ev)) {
+        return -1;
+    }
+    const int type = ev->event;
+    if (id) {
+        *id = ev->id;
+    }
+    if (param) {
+        *param = ev->param.conn;
+    }
+    rdma_ack_cm_event(ev);
+    return type;
+}
+
+const char* EventName(int ev) {
+    return ev < 0 ? "no event" : rdma_event_str(static_cast<rdma_cm_event_type>(ev));
+}
+
+// A PD, a CQ and a small RC QP on @id.
+bool MakeQp(rdma_cm_id* id, ibv_pd** pd, ibv_cq** cq) {
+    *pd = ibv_alloc_pd(id->verbs);
+    *cq = *pd ? ibv_create_cq(id->verbs, 8, nullptr, nullptr, 0) : nullptr;
+    if (!*cq) {
+        return false;
+    }
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = *cq;
+    a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    a.qp_type = IBV_QPT_RC;
+    return rdma_create_qp(id, *pd, &a) == 0;
+}
+
+void FreeQp(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq) {
+    if (id && id->qp) {
+        rdma_destroy_qp(id);
+    }
+    if (cq) {
+        ibv_destroy_cq(cq);
+    }
+    if (pd) {
+        ibv_dealloc_pd(pd);
+    }
+}
+
+bool Inject(const std::string& path, const std::string& cmd) {
+    std::ofstream f(path);
+    f << cmd << std::flush;
+    return f.good();
+}
+
+sockaddr_in Addr(const char* ip, int port) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, ip, &sa.sin_addr);
+    return sa;
+}
+
+// The passive side's events: connect requests that come while another
+// connection's events are awaited wait their turn (the next round's
+// request can precede this round's ESTABLISHED).
+struct Events {
+    rdma_event_channel* ch;
+    std::deque<rdma_cm_id*> reqs;
+
+    // The next event of @id within @ms (@id NULL: the next connect
+    // request); RDMA_CM_EVENT_* or -1.
+    int For(rdma_cm_id* id, int ms) {
+        const auto end = Clock::now() + milliseconds(ms);
+        for (;;) {
+            const long left = -MsSince(end);
+            rdma_cm_id* of = nullptr;
+            const int ev = left > 0 ? NextEvent(ch, static_cast<int>(left), &of) : -1;
+            if (ev == RDMA_CM_EVENT_CONNECT_REQUEST && of != id) {
+                reqs.push_back(of);
+                if (!id) {
+                    return ev;  // Request() waits for this one
+                }
+                continue;
+            }
+            if (ev < 0 || of == id) {
+                return ev;
+            }
+        }
+    }
+
+    rdma_cm_id* Request(int ms) {
+        rdma_cm_id* id = nullptr;
+        if (reqs.empty() && For(nullptr, ms) < 0) {
+            return nullptr;
+        }
+        id = reqs.front();
+        reqs.pop_front();
+        return id;
+    }
+};
+
+// One connection on the passive side: true when DISCONNECTED followed.
+bool ServeOne(Events& evs, int round, bool paused) {
+    rdma_cm_id* id = evs.Request(30000);
+    if (!id) {
+        std::printf("round %d: no connect request in 30 s\n", round);
+        return false;
+    }
+    ibv_pd* pd = nullptr;
+    ibv_cq* cq = nullptr;
+    bool ok = MakeQp(id, &pd, &cq);
+    rdma_conn_param cp{};
+    cp.initiator_depth = cp.responder_resources = 1;
+    const auto t0 = Clock::now();
+    const int rc = ok ? rdma_accept(id, &cp) : -1;
+    const long accept_ms = MsSince(t0);
+    int ev = rc ? -1 : evs.For(id, 5000);
+    if (ev == RDMA_CM_EVENT_ESTABLISHED) {
+        const auto t1 = Clock::now();
+        ev = evs.For(id, kDiscWaitMs);
+        ok = ev == RDMA_CM_EVENT_DISCONNECTED;
+        std::printf("round %d%s: accept %d after %ld ms, %s %ld ms after ESTABLISHED\n", round,
+                    paused ? " (accept paused)" : "", rc, accept_ms,
+                    ok ? "DISCONNECTED" : "no DISCONNECTED", MsSince(t1));
+    } else {
+        ok = false;
+        std::printf("round %d: accept %d after %ld ms, then %s instead of ESTABLISHED\n", round, rc,
+                    accept_ms, EventName(ev));
+    }
+    FreeQp(id, pd, cq);
+    rdma_destroy_id(id);
+    return ok;
+}
+
+int Server(const char* ip, int port, int rounds, int paused, const std::string& inject) {
+    rdma_event_channel* ch = rdma_create_event_channel();
+    rdma_cm_id* listen = nullptr;
+    sockaddr_in sa = Addr(ip, port);
+    if (!ch || rdma_create_id(ch, &listen, nullptr, RDMA_PS_TCP) ||
+        rdma_bind_addr(listen, reinterpret_cast<sockaddr*>(&sa)) || rdma_listen(listen, 4)) {
+        std::printf("listen on %s:%d: %s\n", ip, port, std::strerror(errno));
+        return 2;
+    }
+    std::printf("listening on %s:%d\n", ip, port);
+    std::fflush(stdout);
+    Events evs{ch, {}};
+    int good = 0;
+    for (int i = 0; i < rounds; i++) {
+        const bool pause = i < paused;
+        if (pause && !Inject(inject, "pause " + std::to_string(kPauseMs) + " accept")) {
+            std::printf("cannot write %s\n", inject.c_str());
+            return 2;
+        }
+        good += ServeOne(evs, i, pause);
+        std::fflush(stdout);
+    }
+    std::printf("%d of %d rounds: DISCONNECTED within %d ms\n", good, rounds, kDiscWaitMs);
+    rdma_destroy_id(listen);
+    rdma_destroy_event_channel(ch);
+    return good == rounds ? 0 : 1;
+}
+
+// One connection on the active side, its QP destroyed once connected.
+bool ConnectOne(rdma_event_channel* ch, const sockaddr_in& sa, int round) {
+    rdma_cm_id* id = nullptr;
+    ibv_pd* pd = nullptr;
+    ibv_cq* cq = nullptr;
+    sockaddr_in dst = sa;
+    int ev = -1;
+    if (!rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) &&
+        !rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) &&
+        NextEvent(ch, 5000) == RDMA_CM_EVENT_ADDR_RESOLVED && !rdma_resolve_route(id, 2000) &&
+        NextEvent(ch, 5000) == RDMA_CM_EVENT_ROUTE_RESOLVED && MakeQp(id, &pd, &cq)) {
+        rdma_conn_param cp{};
+        cp.initiator_depth = cp.responder_resources = 1;
+        cp.retry_count = 7;
+        ev = rdma_connect(id, &cp) ? -1 : NextEvent(ch, 10000);
+    }
+    const bool ok = ev == RDMA_CM_EVENT_ESTABLISHED;
+    // At once: the DISC may reach the passive side before its accept
+    // heard back.
+    FreeQp(id, pd, cq);
+    pd = nullptr;
+    cq = nullptr;
+    if (ok) {
+        NextEvent(ch, 2000);  // our own DISCONNECTED, if it comes
+    }
+    if (ok) {
+        std::printf("round %d: connected, QP destroyed at once\n", round);
+    } else {
+        std::printf("round %d: no connection (%s)\n", round, EventName(ev));
+    }
+    if (id) {
+        rdma_destroy_id(id);
+    }
+    return ok;
+}
+
+int Client(const char* ip, int port, int rounds) {
+    rdma_event_channel* ch = rdma_create_event_channel();
+    if (!ch) {
+        return 2;
+    }
+    const sockaddr_in sa = Addr(ip, port);
+    int good = 0;
+    for (int i = 0; i < rounds; i++) {
+        bool ok = false;
+        // A refused connect (the server not listening again yet) retries.
+        for (int t = 0; t < 10 && !ok; t++) {
+            ok = ConnectOne(ch, sa, i);
+            if (!ok) {
+                std::this_thread::sleep_for(milliseconds(300));
+            }
+        }
+        good += ok;
+        std::fflush(stdout);
+        std::this_thread::sleep_for(milliseconds(100));
+    }
+    std::printf("%d of %d rounds connected\n", good, rounds);
+    rdma_destroy_event_channel(ch);
+    return good == rounds ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 5) {
+        std::fprintf(stderr, "usage: %s server|client ADDR PORT ROUNDS [PAUSED INJECT]\n", argv[0]);
+        return 2;
+    }
+    const std::string mode = argv[1];
+    const int port = std::atoi(argv[3]);
+    const int rounds = std::atoi(argv[4]);
+    if (mode == "server") {
+        const int paused = argc > 6 ? std::atoi(argv[5]) : 0;
+        return Server(argv[2], port, rounds, paused, argc > 6 ? argv[6] : "");
+    }
+    return Client(argv[2], port, rounds);
+}
