@@ -126,6 +126,7 @@ struct ntrdma_net {
 	struct ntrdma_dev *ndev;
 	struct net_device *netdev;
 	bool active;		/* a link session's datapath runs (rtnl) */
+	spinlock_t carrier_lock;	/* active off vs. the carrier's update */
 	u32 rx_buf_len;		/* bytes the peer may write per buffer */
 	u32 rx_alloc_len;
 	const struct ntr_rx_ops *rx_ops;	/* set at the first session */
@@ -533,21 +534,26 @@ static void ntr_tqp_rx(void *ctx)
 
 /* Carrier: a session runs, we are up, and so is the peer's netdev, which
  * tells (queue 0's state word) how many queue pairs it has: both sides send
- * on the smaller number.
+ * on the smaller number. Any context; under carrier_lock, so a session that
+ * stopped (ntr_session_stop()) never sees its carrier turned back on.
  */
 static void ntr_update_carrier(struct ntrdma_net *net)
 {
 	struct net_device *dev = net->netdev;
+	unsigned long flags;
+	bool bad = false;
 	u32 peer = 0;
 
+	spin_lock_irqsave(&net->carrier_lock, flags);
 	if (READ_ONCE(net->active) && netif_running(dev))
 		peer = ntrdma_tqp_peer_state(net->q[0].tqp);
 	if (peer > NTR_MAX_QUEUES) {
-		ntrdma_link_proto_error(net->ndev, "peer netdev state out of range");
+		bad = true;
 		peer = 0;
 	}
 	WRITE_ONCE(net->tx_nq, min_t(u32, peer, net->nq));
 	if (peer) {
+		ntrdma_fault_spin(net->ndev, "carrier");
 		if (!netif_carrier_ok(dev))
 			netif_carrier_on(dev);
 		netif_tx_wake_all_queues(dev);
@@ -555,6 +561,9 @@ static void ntr_update_carrier(struct ntrdma_net *net)
 		netif_carrier_off(dev);
 		netif_tx_stop_all_queues(dev);
 	}
+	spin_unlock_irqrestore(&net->carrier_lock, flags);
+	if (bad)
+		ntrdma_link_proto_error(net->ndev, "peer netdev state out of range");
 }
 
 static void ntr_tqp_peer_state(void *ctx)
@@ -763,13 +772,16 @@ static void ntr_session_start(struct ntrdma_net *net)
 
 static void ntr_session_stop(struct ntrdma_net *net)
 {
+	unsigned long flags;
 	int i;
 
 	if (!net->active)
 		return;
+	spin_lock_irqsave(&net->carrier_lock, flags);
 	WRITE_ONCE(net->active, false);
 	WRITE_ONCE(net->tx_nq, 0);
 	netif_carrier_off(net->netdev);
+	spin_unlock_irqrestore(&net->carrier_lock, flags);
 	netif_tx_disable(net->netdev);
 	for (i = 0; i < net->nq; i++) {
 		napi_disable(&net->q[i].napi);
@@ -1057,6 +1069,7 @@ static int ntr_add(struct ntrdma_dev *ndev, void **priv)
 		return -ENOMEM;
 	net = netdev_priv(dev);
 	net->ndev = ndev;
+	spin_lock_init(&net->carrier_lock);
 	net->netdev = dev;
 	net->nq = nq;
 	net->rx_buf_len = NTR_MAX_FRAME;
