@@ -2,12 +2,12 @@
 /*
  * NTRDMA verbs face: the rings shared with userspace (as rxe_queue.c in
  * rxe): the SQ, RQ, SRQ and CQ rings (struct ntrdma_ring; their layout, a
- * control block then the slots, is ntrdma-abi.h's), allocated with
- * vmalloc_user, offered to the user as rdma_user_mmap entries and mapped
- * by ntrdma_mmap(). Once offered, a ring's memory belongs to its mmap
- * entry and goes when the entry is removed and unmapped. The control
- * block and the slots: ntrdma_ring_ctl() and ntrdma_ring_slot() in
- * ntrdma_ib.h.
+ * control block then the slots, is ntrdma-abi.h's), allocated zeroed with
+ * vmalloc and charged to the creating task's memory cgroup, offered to the
+ * user as rdma_user_mmap entries and mapped by ntrdma_mmap(). Once
+ * offered, a ring's memory belongs to its mmap entry and goes when the
+ * entry is removed and unmapped. The control block and the slots:
+ * ntrdma_ring_ctl() and ntrdma_ring_slot() in ntrdma_ib.h.
  */
 
 #include <linux/mm.h>
@@ -23,7 +23,7 @@ int ntrdma_ring_alloc(struct ntrdma_ring *ring, u32 entries, u32 stride)
 	if (!entries || !is_power_of_2(entries))
 		return -EINVAL;
 	size = PAGE_ALIGN(NTRDMA_RING_CTL_SIZE + (size_t)entries * stride);
-	ring->buf = vmalloc_user(size);	/* zeroed */
+	ring->buf = __vmalloc(size, GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 	if (!ring->buf)
 		return -ENOMEM;
 	ring->size = size;
@@ -78,6 +78,22 @@ void ntrdma_mmap_free(struct rdma_user_mmap_entry *rdma)
 	kfree(e);
 }
 
+/* The ring's pages, one by one, as remap_vmalloc_range() maps them. */
+static int ntrdma_mmap_pages(struct vm_area_struct *vma, void *buf)
+{
+	unsigned long off, len = vma->vm_end - vma->vm_start;
+	int rc;
+
+	for (off = 0; off < len; off += PAGE_SIZE) {
+		rc = vm_insert_page(vma, vma->vm_start + off,
+				    vmalloc_to_page(buf + off));
+		if (rc)
+			return rc;
+	}
+	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
+	return 0;
+}
+
 int ntrdma_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
 {
 	struct rdma_user_mmap_entry *rdma;
@@ -91,7 +107,7 @@ int ntrdma_mmap(struct ib_ucontext *ibuc, struct vm_area_struct *vma)
 	if (vma->vm_end - vma->vm_start != rdma->npages << PAGE_SHIFT)
 		rc = -EINVAL;
 	else
-		rc = remap_vmalloc_range(vma, e->buf, 0);
+		rc = ntrdma_mmap_pages(vma, e->buf);
 	rdma_user_mmap_entry_put(rdma);
 	return rc;
 }
