@@ -712,7 +712,7 @@ int ntrdma_ring_post_recv(struct ntrdma_ring *ring, spinlock_t *lock,
 			  u32 max_sge, const struct ib_recv_wr *wr,
 			  const struct ib_recv_wr **bad_wr);
 
-int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord,
+int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ird, u8 ord,
 			 bool loopback);
 void ntrdma_qp_cm_disconnected(struct ntrdma_qp *qp);
 

@@ -219,6 +219,16 @@ static struct ntrdma_cep *cm_cep_alloc(struct ntrdma_ib *nib)
 	return cep;
 }
 
+/*
+ * An event to the iw_cm. Its ird/ord are the other end's IRD and ORD, as
+ * cxgb4 and siw (at CONNECT_REQUEST) report them: rdma_cm hands them to the
+ * ULP as initiator_depth = ev.ird and responder_resources = ev.ord, so a ULP
+ * sees its own side, the IB CM's way: the READs it may have outstanding
+ * (what the other end answers: our ORD) and the READs it must answer (our
+ * IRD). At CONNECT_REQUEST they are the active side's offer (svcrdma and
+ * nvmet-rdma take initiator_depth as the bound of their own); later, what
+ * both ends accepted.
+ */
 static void cm_event(struct ntrdma_cep *cep, struct iw_cm_id *cm_id,
 		     enum iw_cm_event_type type, int status,
 		     const void *pdata, u8 pdata_len)
@@ -230,8 +240,8 @@ static void cm_event(struct ntrdma_cep *cep, struct iw_cm_id *cm_id,
 		.remote_addr = cep->raddr,
 		.private_data = (void *)pdata,
 		.private_data_len = pdata_len,
-		.ird = cep->ird,
-		.ord = cep->ord,
+		.ird = cep->ord,
+		.ord = cep->ird,
 	};
 
 	/* Its id, not a pointer: accept/reject look it up again. */
@@ -441,7 +451,8 @@ static int cm_accept(struct ntrdma_ib *nib, const struct ntrdma_wire_cm *m,
 	cep->peer_qpn = m->qpn;
 	cep->ird = min(cep->ird, m->ord);
 	cep->ord = min(cep->ord, m->ird);
-	rc = ntrdma_qp_cm_connect(cep->qp, m->qpn, cep->ord, loopback);
+	rc = ntrdma_qp_cm_connect(cep->qp, m->qpn, cep->ird, cep->ord,
+				  loopback);
 	if (rc) {
 		cm_connect_failed(cep, rc, NULL, 0);
 		goto out;
@@ -567,7 +578,8 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 		goto out_unlock;
 	cep->ird = min_t(u32, cep->ird, param->ird);
 	cep->ord = min_t(u32, cep->ord, param->ord);
-	rc = ntrdma_qp_cm_connect(qp, cep->peer_qpn, cep->ord, cep->loopback);
+	rc = ntrdma_qp_cm_connect(qp, cep->peer_qpn, cep->ird, cep->ord,
+				  cep->loopback);
 	if (rc)
 		goto out_unlock;
 	cep->qp = qp;

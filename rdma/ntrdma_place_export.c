@@ -613,7 +613,12 @@ int ntrdma_export_init(struct ntrdma_ib *nib)
 	exp = kzalloc(sizeof(*exp), GFP_KERNEL);
 	if (!exp)
 		return -ENOMEM;
-	exp->wq = alloc_ordered_workqueue("%s_exp", 0,
+	/*
+	 * Reclaim-safe: dealloc_pd and destroy_qp flush its works, and
+	 * storage ULPs call them from WQ_MEM_RECLAIM workers (xprtrdma from
+	 * the iw_cm's, on a disconnect).
+	 */
+	exp->wq = alloc_ordered_workqueue("%s_exp", WQ_MEM_RECLAIM,
 					  ntrdma_dev_name(nib->ndev));
 	if (!exp->wq) {
 		kfree(exp);

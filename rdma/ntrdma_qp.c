@@ -630,10 +630,13 @@ out:
 
 /*
  * rdma_cm connected @qp (INIT/RTR/RTS, nothing sent yet) to the QP
- * @peer_qpn, the peer's or (@loopback) one of this device, which takes
- * @ord reads/atomics from us: RTS, both message sequences from 0.
+ * @peer_qpn, the peer's or (@loopback) one of this device: RTS, both
+ * message sequences from 0. @ird and @ord are what both ends accepted: we
+ * answer @ird reads/atomics, we issue @ord (the other end answers at least
+ * that many). The data path lets one through at 0, on both sides alike,
+ * so the floor of 1 keeps our ORD within the other end's IRD.
  */
-int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord,
+int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ird, u8 ord,
 			 bool loopback)
 {
 	unsigned long flags;
@@ -657,7 +660,7 @@ int ntrdma_qp_cm_connect(struct ntrdma_qp *qp, u32 peer_qpn, u8 ord,
 	qp->rq_psn = 0;
 	qp->path_mtu = IB_MTU_4096;
 	qp->max_rd_atomic = clamp_t(u8, ord, 1, NTRDMA_MAX_RD_ATOM);
-	qp->max_dest_rd_atomic = NTRDMA_MAX_RD_ATOM;
+	qp->max_dest_rd_atomic = clamp_t(u8, ird, 1, NTRDMA_MAX_RD_ATOM);
 	qp->min_rnr_timer = 12;		/* 0.64 ms */
 	qp->timeout = 14;
 	qp->retry_cnt = 7;

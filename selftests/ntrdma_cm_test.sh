@@ -4,7 +4,9 @@
 # rdma_cm over NTRDMA (port 2, iw_cm over the command channel): unmodified
 # rping, qperf -cm1 and perftest -R between the two ends of the NTB (loop:
 # the two ntr netdevs in namespaces cmA/cmB of this host; pair: this host and
-# the peer), a refused connect, and the port's look (rdma link, GID = MAC).
+# the peer), a refused connect, the port's look (rdma link, GID = MAC), the
+# READ depths each end is told and its QP gets (ntrdma_cm_param), and a
+# disconnect that races the passive side's accept (ntrdma_cm_disc_race).
 # Every tool run passes when the client (and the server) exit 0 within the
 # timeout and the output holds the expected figure.
 # Runs in flat mode (test bed: --flat 1) and in windowed mode (--flat 0).
@@ -15,7 +17,7 @@
 . "$(dirname "$0")/lib/verbs.sh"
 
 T=${CM_TIMEOUT:-60}
-NTESTS=18
+NTESTS=20
 SIP=10.79.3.2
 CIP=10.79.3.1
 
@@ -266,7 +268,38 @@ ktap_check "rping to our own address: a same-device connection, 5 verified round
 rm -f $f.lo $f.lorc
 PORT=$((PORT + 1))
 
-# 14: the active side destroys its QP as soon as it is connected, while
+# 14-15: READ depths, the rdma_cm convention (cma.c hands the iw_cm
+# event's ird/ord to the ULP as initiator_depth/responder_resources; the IB
+# CM and cxgb4 alike): each end sees its own side, the server's
+# CONNECT_REQUEST the client's offer from the server's side (svcrdma and
+# nvmet-rdma take its initiator_depth as the bound of theirs), and no end
+# may issue more READs than the other answers. ntrdma_cm_param prints
+# "request INIT RESP" (server), "established INIT RESP" and "qp
+# MAX_RD_ATOMIC MAX_DEST_RD_ATOMIC" (its QP once connected; both floors 1).
+CMP=$NTRDMA_ROOT/build/user/rdma/tests/verbs/ntrdma_cm_param
+# depths NAME CLIENT_RESP CLIENT_INIT SERVER_RESP SERVER_INIT WANT_SERVER
+# WANT_CLIENT (WANT_*: the lines, ';' for a newline)
+depths() {
+	local name=$1 ws wc
+	ws=$(tr ';' '\n' <<<"$6") wc=$(tr ';' '\n' <<<"$7")
+	run_pair_once "$name" "$CMP server $SIP $PORT $4 $5" "$CMP client $SIP $PORT $2 $3"
+	local rc=$?
+	PORT=$((PORT + 1))
+	ktap_diag "$name: server $(xargs <<<"$SOUT" | tr -d '\n') / client $(xargs <<<"$OUT" | tr -d '\n')"
+	[ "$rc" = 0 ] && [ "$SRC" = 0 ] && [ "$SOUT" = "$ws" ] && [ "$OUT" = "$wc" ] && return 0
+	ktap_diag "$name: want server $(xargs <<<"$ws") / client $(xargs <<<"$wc"); exit codes client $rc, server ${SRC:-none}"
+	return 1
+}
+# An NFS client's offer (xprtrdma: initiator depth 0, responder resources
+# the device's), accepted as offered (svcrdma: initiator depth = the
+# request's, responder resources 0).
+ktap_check "READ depths: client answers 8, issues 0; the server sees 8 to issue, 0 to answer" \
+	depths "depths nfs" 8 0 -1 -1 "request 8 0;established 8 0;qp 8 1" "established 0 8;qp 1 8"
+# Both ends ask for more than the other allows: each gets the other's bound.
+ktap_check "READ depths: client answers 3, issues 5; server answers 2, issues up to 7: 3 and 2" \
+	depths "depths bounded" 3 5 2 7 "request 3 5;established 3 2;qp 3 2" "established 2 3;qp 2 3"
+
+# 16: the active side destroys its QP as soon as it is connected, while
 # the passive side's accept has not heard back yet (for the first rounds
 # that window is held open: inject "pause MS accept" on the server's
 # device). Every round, the passive side sees ESTABLISHED, then
@@ -297,7 +330,7 @@ else
 fi
 PORT=$((PORT + 1))
 
-# 15: nothing left behind: no QP, no cm_id (rdma resource)
+# 17: nothing left behind: no QP, no cm_id (rdma resource)
 sleep 1
 left=$(rdma resource show qp 2>/dev/null | grep -c "$CDEV")
 cm=$(rdma resource show cm_id 2>/dev/null | grep -c "$CDEV")
@@ -324,7 +357,7 @@ stream_then() {
 	rm -f $f.cli
 }
 
-# 16: the peer's driver goes away during an rdma_cm stream
+# 18: the peer's driver goes away during an rdma_cm stream
 if is_pair; then
 	stream_then 'peer "modprobe -r ntrdma"'
 else
@@ -334,7 +367,7 @@ ktap_check "peer driver gone during ib_write_bw -R: stream failed (exit $STREAM_
 	test "$STREAM_RC" != 0 -a "$STREAM_RC" != 124 -a "$STREAM_S" -lt 30
 S "pkill -f ib_write_bw" 2>/dev/null
 
-# 17: it comes back: rping connects again
+# 19: it comes back: rping connects again
 if is_pair; then peer "modprobe ntrdma"; else echo "$REMOTE_DEV" > $NTB_DRV/bind; fi
 ends_up || ktap_diag "no ping to $SIP after the peer returned"
 wait_for 15 port_is "$CDEV" PORT_ACTIVE
@@ -347,7 +380,7 @@ else
 fi
 PORT=$((PORT + 1))
 
-# 18: our own driver unloaded during an rdma_cm stream
+# 20: our own driver unloaded during an rdma_cm stream
 UNLOAD_RC=
 stream_then 'timeout 60 modprobe -r ntrdma; UNLOAD_RC=$?'
 ktap_check "driver unloaded during ib_write_bw -R: modprobe -r exit ${UNLOAD_RC:-?}, stream exit $STREAM_RC after $STREAM_S s" \
