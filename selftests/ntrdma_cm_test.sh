@@ -276,7 +276,7 @@ PORT=$((PORT + 1))
 # may issue more READs than the other answers. ntrdma_cm_param prints
 # "request INIT RESP" (server), "established INIT RESP" and "qp
 # MAX_RD_ATOMIC MAX_DEST_RD_ATOMIC" (its QP once connected; both floors 1).
-CMP=$NTRDMA_ROOT/build/user/rdma/tests/verbs/ntrdma_cm_param
+CMP=$NTRDMA_ROOT/build/user/rdma/tests/cm/ntrdma_cm_param
 # depths NAME CLIENT_RESP CLIENT_INIT SERVER_RESP SERVER_INIT WANT_SERVER
 # WANT_CLIENT (WANT_*: the lines, ';' for a newline)
 depths() {

@@ -15,12 +15,6 @@
 // per round; the server exits 0 when every round saw DISCONNECTED within
 // 1 s of ESTABLISHED (after the pause), the client when every round
 // connected.
-#include <arpa/inet.h>
-#include <infiniband/verbs.h>
-#include <poll.h>
-#include <rdma/rdma_cma.h>
-
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,68 +23,23 @@
 #include <string>
 #include <thread>
 
+#include "cm_util.hpp"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
+using ntcm::Clock;
+using ntcm::EventName;
+using ntcm::MakeQp;
+using ntcm::milliseconds;
+using ntcm::MsSince;
+using ntcm::NextEvent;
 
 constexpr int kPauseMs = 1000;
 constexpr int kDiscWaitMs = 1000;
 
-long MsSince(Clock::time_point t) {
-    return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
-}
-
-// The next event on @ch within @ms, acked; RDMA_CM_EVENT_* or -1.
-int NextEvent(rdma_event_channel* ch, int ms, rdma_cm_id** id = nullptr,
-              rdma_conn_param* param = nullptr) {
-    pollfd p{ch->fd, POLLIN, 0};
-    if (poll(&p, 1, ms) != 1) {
-        return -1;
-    }
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ch, &ev)) {
-        return -1;
-    }
-    const int type = ev->event;
-    if (id) {
-        *id = ev->id;
-    }
-    if (param) {
-        *param = ev->param.conn;
-    }
-    rdma_ack_cm_event(ev);
-    return type;
-}
-
-const char* EventName(int ev) {
-    return ev < 0 ? "no event" : rdma_event_str(static_cast<rdma_cm_event_type>(ev));
-}
-
-// A PD, a CQ and a small RC QP on @id.
-bool MakeQp(rdma_cm_id* id, ibv_pd** pd, ibv_cq** cq) {
-    *pd = ibv_alloc_pd(id->verbs);
-    *cq = *pd ? ibv_create_cq(id->verbs, 8, nullptr, nullptr, 0) : nullptr;
-    if (!*cq) {
-        return false;
-    }
-    ibv_qp_init_attr a{};
-    a.send_cq = a.recv_cq = *cq;
-    a.cap.max_send_wr = a.cap.max_recv_wr = 4;
-    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-    a.qp_type = IBV_QPT_RC;
-    return rdma_create_qp(id, *pd, &a) == 0;
-}
-
-void FreeQp(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq) {
+void FreeQp(rdma_cm_id* id) {
     if (id && id->qp) {
         rdma_destroy_qp(id);
-    }
-    if (cq) {
-        ibv_destroy_cq(cq);
-    }
-    if (pd) {
-        ibv_dealloc_pd(pd);
     }
 }
 
@@ -98,14 +47,6 @@ bool Inject(const std::string& path, const std::string& cmd) {
     std::ofstream f(path);
     f << cmd << std::flush;
     return f.good();
-}
-
-sockaddr_in Addr(const char* ip, int port) {
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(static_cast<uint16_t>(port));
-    inet_pton(AF_INET, ip, &sa.sin_addr);
-    return sa;
 }
 
 // The passive side's events: connect requests that come while another
@@ -154,9 +95,7 @@ bool ServeOne(Events& evs, int round, bool paused) {
         std::printf("round %d: no connect request in 30 s\n", round);
         return false;
     }
-    ibv_pd* pd = nullptr;
-    ibv_cq* cq = nullptr;
-    bool ok = MakeQp(id, &pd, &cq);
+    bool ok = MakeQp(id);
     rdma_conn_param cp{};
     cp.initiator_depth = cp.responder_resources = 1;
     const auto t0 = Clock::now();
@@ -175,21 +114,19 @@ bool ServeOne(Events& evs, int round, bool paused) {
         std::printf("round %d: accept %d after %ld ms, then %s instead of ESTABLISHED\n", round, rc,
                     accept_ms, EventName(ev));
     }
-    FreeQp(id, pd, cq);
+    FreeQp(id);
     rdma_destroy_id(id);
     return ok;
 }
 
-int Server(const char* ip, int port, int rounds, int paused, const std::string& inject) {
-    rdma_event_channel* ch = rdma_create_event_channel();
+int Server(rdma_event_channel* ch, const addrinfo* ai, int rounds, int paused,
+           const std::string& inject) {
     rdma_cm_id* listen = nullptr;
-    sockaddr_in sa = Addr(ip, port);
-    if (!ch || rdma_create_id(ch, &listen, nullptr, RDMA_PS_TCP) ||
-        rdma_bind_addr(listen, reinterpret_cast<sockaddr*>(&sa)) || rdma_listen(listen, 4)) {
-        std::printf("listen on %s:%d: %s\n", ip, port, std::strerror(errno));
+    if (rdma_create_id(ch, &listen, nullptr, RDMA_PS_TCP) || rdma_bind_addr(listen, ai->ai_addr) ||
+        rdma_listen(listen, 4)) {
+        std::printf("listen: %s\n", std::strerror(errno));
         return 2;
     }
-    std::printf("listening on %s:%d\n", ip, port);
     std::fflush(stdout);
     Events evs{ch, {}};
     int good = 0;
@@ -204,21 +141,17 @@ int Server(const char* ip, int port, int rounds, int paused, const std::string& 
     }
     std::printf("%d of %d rounds: DISCONNECTED within %d ms\n", good, rounds, kDiscWaitMs);
     rdma_destroy_id(listen);
-    rdma_destroy_event_channel(ch);
     return good == rounds ? 0 : 1;
 }
 
 // One connection on the active side, its QP destroyed once connected.
-bool ConnectOne(rdma_event_channel* ch, const sockaddr_in& sa, int round) {
+bool ConnectOne(rdma_event_channel* ch, const addrinfo* ai, int round) {
     rdma_cm_id* id = nullptr;
-    ibv_pd* pd = nullptr;
-    ibv_cq* cq = nullptr;
-    sockaddr_in dst = sa;
     int ev = -1;
     if (!rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) &&
-        !rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000) &&
+        !rdma_resolve_addr(id, nullptr, ai->ai_addr, 2000) &&
         NextEvent(ch, 5000) == RDMA_CM_EVENT_ADDR_RESOLVED && !rdma_resolve_route(id, 2000) &&
-        NextEvent(ch, 5000) == RDMA_CM_EVENT_ROUTE_RESOLVED && MakeQp(id, &pd, &cq)) {
+        NextEvent(ch, 5000) == RDMA_CM_EVENT_ROUTE_RESOLVED && MakeQp(id)) {
         rdma_conn_param cp{};
         cp.initiator_depth = cp.responder_resources = 1;
         cp.retry_count = 7;
@@ -227,13 +160,9 @@ bool ConnectOne(rdma_event_channel* ch, const sockaddr_in& sa, int round) {
     const bool ok = ev == RDMA_CM_EVENT_ESTABLISHED;
     // At once: the DISC may reach the passive side before its accept
     // heard back.
-    FreeQp(id, pd, cq);
-    pd = nullptr;
-    cq = nullptr;
+    FreeQp(id);
     if (ok) {
         NextEvent(ch, 2000);  // our own DISCONNECTED, if it comes
-    }
-    if (ok) {
         std::printf("round %d: connected, QP destroyed at once\n", round);
     } else {
         std::printf("round %d: no connection (%s)\n", round, EventName(ev));
@@ -244,18 +173,13 @@ bool ConnectOne(rdma_event_channel* ch, const sockaddr_in& sa, int round) {
     return ok;
 }
 
-int Client(const char* ip, int port, int rounds) {
-    rdma_event_channel* ch = rdma_create_event_channel();
-    if (!ch) {
-        return 2;
-    }
-    const sockaddr_in sa = Addr(ip, port);
+int Client(rdma_event_channel* ch, const addrinfo* ai, int rounds) {
     int good = 0;
     for (int i = 0; i < rounds; i++) {
         bool ok = false;
         // A refused connect (the server not listening again yet) retries.
         for (int t = 0; t < 10 && !ok; t++) {
-            ok = ConnectOne(ch, sa, i);
+            ok = ConnectOne(ch, ai, i);
             if (!ok) {
                 std::this_thread::sleep_for(milliseconds(300));
             }
@@ -265,7 +189,6 @@ int Client(const char* ip, int port, int rounds) {
         std::this_thread::sleep_for(milliseconds(100));
     }
     std::printf("%d of %d rounds connected\n", good, rounds);
-    rdma_destroy_event_channel(ch);
     return good == rounds ? 0 : 1;
 }
 
@@ -277,11 +200,24 @@ int main(int argc, char** argv) {
         return 2;
     }
     const std::string mode = argv[1];
-    const int port = std::atoi(argv[3]);
     const int rounds = std::atoi(argv[4]);
+    addrinfo* ai = nullptr;
+    if (!ntcm::Resolve(argv[2], argv[3], &ai)) {
+        return 2;
+    }
+    rdma_event_channel* ch = rdma_create_event_channel();
+    if (!ch) {
+        std::perror("rdma_create_event_channel");
+        return 2;
+    }
+    int rc;
     if (mode == "server") {
         const int paused = argc > 6 ? std::atoi(argv[5]) : 0;
-        return Server(argv[2], port, rounds, paused, argc > 6 ? argv[6] : "");
+        rc = Server(ch, ai, rounds, paused, argc > 6 ? argv[6] : "");
+    } else {
+        rc = Client(ch, ai, rounds);
     }
-    return Client(argv[2], port, rounds);
+    rdma_destroy_event_channel(ch);
+    freeaddrinfo(ai);
+    return rc;
 }

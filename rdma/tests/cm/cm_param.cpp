@@ -14,59 +14,40 @@
 //
 // Usage: ntrdma_cm_param server|client ADDR PORT RESP INIT
 
-#include <infiniband/verbs.h>
-#include <netdb.h>
-#include <rdma/rdma_cma.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "cm_util.hpp"
+
 namespace {
 
-constexpr int kTimeoutMs = 10000;
+using ntcm::MakeQp;
+using ntcm::Resolve;
 
-// The next event on @ch, of type @want (acked); false on another or none.
+constexpr int kTimeoutMs = 30000;
+
+// The next event on @ch (within kTimeoutMs) is @want: a copy in @copy,
+// its cm_id in @id; false (said on stderr) on another or none.
 bool Expect(rdma_event_channel* ch, rdma_cm_event_type want, rdma_cm_event* copy,
             rdma_cm_id** id = nullptr) {
-    rdma_cm_event* ev = nullptr;
-    if (rdma_get_cm_event(ch, &ev)) {
-        std::perror("rdma_get_cm_event");
+    rdma_cm_event ev{};
+    const int got = ntcm::NextEvent(ch, kTimeoutMs, id, &ev);
+    if (got != want) {
+        std::fprintf(stderr, "event %s (status %d), expected %s\n", ntcm::EventName(got),
+                     got < 0 ? 0 : ev.status, rdma_event_str(want));
         return false;
     }
-    bool ok = ev->event == want;
-    if (!ok) {
-        std::fprintf(stderr, "event %s (status %d), expected %s\n", rdma_event_str(ev->event),
-                     ev->status, rdma_event_str(want));
-    }
     if (copy) {
-        *copy = *ev;
+        *copy = ev;
     }
-    if (id) {
-        *id = ev->id;
-    }
-    rdma_ack_cm_event(ev);
-    return ok;
+    return true;
 }
 
 void PrintConn(const char* what, const rdma_cm_event& ev) {
     std::printf("%s %u %u\n", what, ev.param.conn.initiator_depth,
                 ev.param.conn.responder_resources);
-}
-
-bool MakeQp(rdma_cm_id* id) {
-    ibv_qp_init_attr a{};
-    a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = 4;
-    a.cap.max_recv_wr = 4;
-    a.cap.max_send_sge = 1;
-    a.cap.max_recv_sge = 1;
-    if (rdma_create_qp(id, nullptr, &a)) {
-        std::perror("rdma_create_qp");
-        return false;
-    }
-    return true;
 }
 
 void PrintQp(rdma_cm_id* id) {
@@ -77,18 +58,6 @@ void PrintQp(rdma_cm_id* id) {
         return;
     }
     std::printf("qp %u %u\n", a.max_rd_atomic, a.max_dest_rd_atomic);
-}
-
-bool Resolve(const char* addr, const char* port, addrinfo** res) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    int rc = getaddrinfo(addr, port, &hints, res);
-    if (rc) {
-        std::fprintf(stderr, "getaddrinfo %s: %s\n", addr, gai_strerror(rc));
-        return false;
-    }
-    return true;
 }
 
 int Server(rdma_event_channel* ch, addrinfo* ai, int resp, int init) {
