@@ -197,9 +197,8 @@ if [ -z "$DBG_A" ] || [ ! -w "$DBG_A/inject" ]; then
 else
 	$B "ip link set $IFB down"
 	wait_for 5 carrier_is A 0
-	echo "pause 400 carrier" > "$DBG_A/inject"
+	echo "pause 500 carrier" > "$DBG_A/inject"
 	$B "ip link set $IFB up"
-	sleep 0.1
 	echo link_off > "$DBG_A/inject"
 	sleep 1.5
 	c=$($A "cat /sys/class/net/$IFA/carrier" 2>/dev/null)
