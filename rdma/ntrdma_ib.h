@@ -43,6 +43,13 @@
 #define NTRDMA_MAX_FRPL		512	/* fast-reg page list entries */
 #define NTRDMA_GID_TBL_LEN	2	/* 0: fe80::EUI-64, 1: the MAC (rdma_cm) */
 #define NTRDMA_FIRST_QPN	2	/* 0 and 1 are special in IB */
+
+/*
+ * Memory a user's call makes the kernel hold (rings, shadows, page lists):
+ * charged to the caller's memory cgroup, and over its limit the call fails
+ * with -ENOMEM instead of waking the OOM killer.
+ */
+#define NTRDMA_GFP_USER	(GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN)
 #define NTRDMA_ACK_MIN_MS	500	/* floor of the local ACK timeout */
 
 struct ntrdma_vx;

@@ -547,7 +547,7 @@ static int ntrdma_mr_pages(struct ntrdma_mr *mr)
 
 	if (n > U32_MAX)
 		return -ENOMEM;
-	mr->upages = kvmalloc_array(n, sizeof(*mr->upages), GFP_KERNEL_ACCOUNT);
+	mr->upages = kvmalloc_array(n, sizeof(*mr->upages), NTRDMA_GFP_USER);
 	if (!mr->upages)
 		return -ENOMEM;
 	for_each_sgtable_page(&mr->umem->sgt_append.sgt, &it, 0) {

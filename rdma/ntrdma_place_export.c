@@ -105,7 +105,7 @@ static int export_map(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 	/* A mapping could bounce (swiotlb): the peer would write the copy. */
 	if (dma_addressing_limited(dev))
 		return -EOPNOTSUPP;
-	dma = kvmalloc_array(mr->nupages, sizeof(*dma), GFP_KERNEL_ACCOUNT);
+	dma = kvmalloc_array(mr->nupages, sizeof(*dma), NTRDMA_GFP_USER);
 	if (!dma)
 		return -ENOMEM;
 	for (i = 0; i < mr->nupages; i++) {

@@ -139,7 +139,7 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 	if (rc)
 		goto err_sq;
 	rc = -ENOMEM;
-	qp->swq = kvcalloc(sq_entries, sizeof(*qp->swq), GFP_KERNEL_ACCOUNT);
+	qp->swq = kvcalloc(sq_entries, sizeof(*qp->swq), NTRDMA_GFP_USER);
 	if (!qp->swq)
 		goto err_rq;
 	rc = ntrdma_vx_pool_alloc(qp);

@@ -23,7 +23,7 @@ int ntrdma_ring_alloc(struct ntrdma_ring *ring, u32 entries, u32 stride)
 	if (!entries || !is_power_of_2(entries))
 		return -EINVAL;
 	size = PAGE_ALIGN(NTRDMA_RING_CTL_SIZE + (size_t)entries * stride);
-	ring->buf = __vmalloc(size, GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+	ring->buf = __vmalloc(size, NTRDMA_GFP_USER | __GFP_ZERO);
 	if (!ring->buf)
 		return -ENOMEM;
 	ring->size = size;
