@@ -217,6 +217,7 @@ struct ntrdma_cq {
 	spinlock_t lock;		/* kernel-side consumers, notify */
 	struct ntrdma_ring ring;
 	bool user;
+	bool overrun;			/* IB_EVENT_CQ_ERR raised (lock) */
 };
 
 struct ntrdma_srq {
@@ -692,6 +693,7 @@ int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 int ntrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int ntrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
 int ntrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+void ntrdma_cq_overrun(struct ntrdma_cq *cq);
 int ntrdma_cq_post(struct ntrdma_cq *cq, const struct ntrdma_cqe *e,
 		   bool solicited);
 
