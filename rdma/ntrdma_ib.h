@@ -48,6 +48,7 @@
 struct ntrdma_vx;
 struct ntrdma_lo;
 struct ntrdma_sink;
+struct ntrdma_qp_export_msg;
 
 /* Data path counters (rdma statistic: hw counters of port 1). */
 enum ntrdma_hw_stat {
@@ -396,6 +397,8 @@ struct ntrdma_qp {
 	/* exported to the peer (ntrdma_place_export.c; under lock) */
 	bool exported;
 	u32 export_epoch;		/* withdrawals queued (under sq_lock too) */
+	/* its messages waiting to be sent, in order (the export's qp_lock) */
+	struct ntrdma_qp_export_msg *export_msg[2];
 	struct work_struct unexport_work;	/* it entered ERR */
 	struct list_head tx_wait;	/* on vx->tx_waiters */
 	bool tx_wait_place;		/* a placement waits (sq_lock) */
@@ -567,6 +570,8 @@ bool ntrdma_export_wait_left(struct ntrdma_ib *nib, u32 session);
 void ntrdma_export_unmap(struct ntrdma_mr *mr);
 void ntrdma_export_pd_free(struct ntrdma_ib *nib);
 void ntrdma_export_qp(struct ntrdma_qp *qp, bool up);
+void ntrdma_export_qp_destroy(struct ntrdma_qp *qp);
+u32 ntrdma_export_qp_pending(struct ntrdma_ib *nib);
 void ntrdma_export_qp_init(struct ntrdma_qp *qp);
 void ntrdma_export_qp_failed(struct ntrdma_qp *qp);
 void ntrdma_export_link_up(struct ntrdma_ib *nib);

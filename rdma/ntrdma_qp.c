@@ -192,9 +192,7 @@ int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct ntrdma_qp *qp = to_nqp(ibqp);
 	unsigned long flags;
 
-	mutex_lock(&qp->lock);
-	ntrdma_export_qp(qp, false);	/* the peer stops placing through it */
-	mutex_unlock(&qp->lock);
+	ntrdma_export_qp_destroy(qp);	/* the peer stops placing through it */
 	/* The data path lets go of the QP (and of its MR references)... */
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	if (ntrdma_qp_answers(qp->state))
