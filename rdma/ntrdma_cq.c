@@ -169,9 +169,39 @@ int ntrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 	return 0;
 }
 
+/**
+ * ntrdma_cq_overrun() - a completion did not fit into @cq
+ * @cq: the CQ ntrdma_cq_post() found full
+ *
+ * Any context. A CQ that overran is in error for good (its content is
+ * undefined; the consumer destroys it): IB_EVENT_CQ_ERR goes out at its
+ * first overrun only. Later ones raise nothing: each event is memory
+ * queued for the consumer, and a flush that keeps finding the CQ full
+ * (every doorbell of a QP in ERR tries the same WQE again) would queue
+ * one per system call, without limit.
+ */
+void ntrdma_cq_overrun(struct ntrdma_cq *cq)
+{
+	struct ib_cq *ibcq = &cq->ibcq;
+	struct ib_event ev = {
+		.device = ibcq->device,
+		.event = IB_EVENT_CQ_ERR,
+		.element.cq = ibcq,
+	};
+	unsigned long flags;
+	bool first;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	first = !cq->overrun;
+	cq->overrun = true;
+	spin_unlock_irqrestore(&cq->lock, flags);
+	if (first && ibcq->event_handler)
+		ibcq->event_handler(&ev, ibcq->cq_context);
+}
+
 /*
  * Engine API: add one completion. Returns -ENOSPC when the CQ is full (the
- * caller then raises IB_EVENT_CQ_ERR). Calls the completion handler when
+ * caller then calls ntrdma_cq_overrun()). Calls the completion handler when
  * the CQ was armed for this kind of completion. Any context.
  */
 int ntrdma_cq_post(struct ntrdma_cq *cq, const struct ntrdma_cqe *e,

@@ -30,6 +30,7 @@
  */
 
 #include <linux/etherdevice.h>
+#include <linux/seq_file.h>
 #include <net/addrconf.h>
 #include <rdma/ib_mad.h>
 #include <rdma/iw_cm.h>
@@ -541,6 +542,15 @@ static void ntrdma_ib_link_down(void *priv)
 	ntrdma_cm_link_down(nib);
 }
 
+/* The verbs face's lines of debugfs info. */
+static void ntrdma_ib_show(void *priv, struct seq_file *s)
+{
+	struct ntrdma_ib *nib = priv;
+
+	seq_printf(s, "qp_exports_pending: %u\n",
+		   ntrdma_export_qp_pending(nib));
+}
+
 /* The verbs face, as the module lists it (ntrdma_main.c). */
 const struct ntrdma_face ntrdma_ib_face = {
 	.name		= "verbs",
@@ -549,4 +559,5 @@ const struct ntrdma_face ntrdma_ib_face = {
 	.del		= ntrdma_ib_del,
 	.link_up	= ntrdma_ib_link_up,
 	.link_down	= ntrdma_ib_link_down,
+	.show		= ntrdma_ib_show,
 };

@@ -55,6 +55,7 @@
 struct ntrdma_vx;
 struct ntrdma_lo;
 struct ntrdma_sink;
+struct ntrdma_qp_export_msg;
 
 /* Data path counters (rdma statistic: hw counters of port 1). */
 enum ntrdma_hw_stat {
@@ -224,6 +225,7 @@ struct ntrdma_cq {
 	spinlock_t lock;		/* kernel-side consumers, notify */
 	struct ntrdma_ring ring;
 	bool user;
+	bool overrun;			/* IB_EVENT_CQ_ERR raised (lock) */
 };
 
 struct ntrdma_srq {
@@ -402,6 +404,8 @@ struct ntrdma_qp {
 	/* exported to the peer (ntrdma_place_export.c; under lock) */
 	bool exported;
 	u32 export_epoch;		/* withdrawals queued (under sq_lock too) */
+	/* its messages waiting to be sent, in order (the export's qp_lock) */
+	struct ntrdma_qp_export_msg *export_msg[2];
 	struct work_struct unexport_work;	/* it entered ERR */
 	struct list_head tx_wait;	/* on vx->tx_waiters */
 	bool tx_wait_place;		/* a placement waits (sq_lock) */
@@ -573,6 +577,8 @@ bool ntrdma_export_wait_left(struct ntrdma_ib *nib, u32 session);
 void ntrdma_export_unmap(struct ntrdma_mr *mr);
 void ntrdma_export_pd_free(struct ntrdma_ib *nib);
 void ntrdma_export_qp(struct ntrdma_qp *qp, bool up);
+void ntrdma_export_qp_destroy(struct ntrdma_qp *qp);
+u32 ntrdma_export_qp_pending(struct ntrdma_ib *nib);
 void ntrdma_export_qp_init(struct ntrdma_qp *qp);
 void ntrdma_export_qp_failed(struct ntrdma_qp *qp);
 void ntrdma_export_link_up(struct ntrdma_ib *nib);
@@ -699,6 +705,7 @@ int ntrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 int ntrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int ntrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
 int ntrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+void ntrdma_cq_overrun(struct ntrdma_cq *cq);
 int ntrdma_cq_post(struct ntrdma_cq *cq, const struct ntrdma_cqe *e,
 		   bool solicited);
 

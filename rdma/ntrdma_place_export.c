@@ -24,9 +24,20 @@
  * destination changes there) and withdrawn when it leaves them (modify_qp,
  * destroy, and whatever moves it to ERR: a QP in ERR executes
  * nothing). These go through an ordered work, never waiting in the
- * caller's context; until a withdrawal has reached the peer, its WRITEs
- * through that QP still land (in MRs that are exported: a matter of IB
- * semantics for that short time, not of memory safety).
+ * caller's context (but a destroy may wait for room: below); until a
+ * withdrawal has reached the peer, its WRITEs through that QP still land
+ * (in MRs that are exported: a matter of IB semantics for that short time,
+ * not of memory safety).
+ *
+ * The queue is bounded: a QP has at most two messages waiting, a
+ * withdrawal and the export after it. A newer export replaces the waiting
+ * one (only the QP's last state matters to the peer); a withdrawal takes
+ * the place of the first waiting message and drops the export after it
+ * (the peer never saw that export, and the withdrawal's newer epoch covers
+ * every READ sink made since). Withdrawals of destroyed QPs (one each at
+ * most) wait on their own: a destroy that finds NTRDMA_EXPORT_ORPHANS of
+ * them waits for room, so at most that many plus one per destroy under way
+ * wait.
  */
 
 #include <linux/delay.h>
@@ -36,20 +47,31 @@
 
 #include "ntrdma_ib.h"
 
+/* Withdrawals of destroyed QPs that may wait to be sent. */
+#define NTRDMA_EXPORT_ORPHANS	1024
+
 struct ntrdma_export {
 	struct ntrdma_ib *nib;
 	struct mutex lock;		/* exported MRs and their sessions */
 	struct list_head mrs;		/* exported MRs (mr->export_link) */
-	spinlock_t qp_lock;		/* qp_msgs */
+	spinlock_t qp_lock;		/* qp_msgs, the counts, qp->export_msg */
 	struct list_head qp_msgs;	/* QP exports to send, in order */
+	u32 qp_pending;			/* messages on qp_msgs */
+	u32 qp_orphans;			/* ...of destroyed QPs */
+	wait_queue_head_t room_wq;	/* woken when an orphan went */
 	struct workqueue_struct *wq;	/* ordered */
 	struct work_struct qp_work;
 	struct work_struct up_work;	/* a session came up */
 	wait_queue_head_t up_wq;	/* woken when one did */
 };
 
-struct export_qp_msg {
+/*
+ * A QP message waiting on qp_msgs. @qp: the QP whose export_msg[] names
+ * it, NULL once that QP is destroyed (an orphan).
+ */
+struct ntrdma_qp_export_msg {
 	struct list_head link;
+	struct ntrdma_qp *qp;
 	u32 session;
 	struct ntrdma_wire_qp_export q;
 };
@@ -425,7 +447,7 @@ bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
  * A withdrawal the peer answered frees the READ sinks it covers; one it
  * left unanswered ends the session (the sinks stay until the peer left).
  */
-static void export_qp_send(struct ntrdma_ib *nib, struct export_qp_msg *m)
+static void export_qp_send(struct ntrdma_ib *nib, struct ntrdma_qp_export_msg *m)
 {
 	int rc;
 
@@ -439,18 +461,38 @@ static void export_qp_send(struct ntrdma_ib *nib, struct export_qp_msg *m)
 		ntrdma_link_proto_error(nib->ndev, "a QP withdrawal went unanswered");
 }
 
+/* Take @m off the queue (and off its QP's waiting messages). */
+static void export_qp_unlink(struct ntrdma_export *exp,
+			     struct ntrdma_qp_export_msg *m)
+{
+	struct ntrdma_qp *qp = m->qp;
+
+	lockdep_assert_held(&exp->qp_lock);
+	list_del(&m->link);
+	exp->qp_pending--;
+	if (!qp) {
+		exp->qp_orphans--;
+		wake_up(&exp->room_wq);
+	} else if (qp->export_msg[0] == m) {
+		qp->export_msg[0] = qp->export_msg[1];
+		qp->export_msg[1] = NULL;
+	} else {
+		qp->export_msg[1] = NULL;
+	}
+}
+
 static void export_qp_work(struct work_struct *work)
 {
 	struct ntrdma_export *exp = container_of(work, struct ntrdma_export,
 						 qp_work);
-	struct export_qp_msg *m;
+	struct ntrdma_qp_export_msg *m;
 
 	for (;;) {
 		spin_lock_irq(&exp->qp_lock);
 		m = list_first_entry_or_null(&exp->qp_msgs,
-					     struct export_qp_msg, link);
+					     struct ntrdma_qp_export_msg, link);
 		if (m)
-			list_del(&m->link);
+			export_qp_unlink(exp, m);
 		spin_unlock_irq(&exp->qp_lock);
 		if (!m)
 			return;
@@ -461,44 +503,129 @@ static void export_qp_work(struct work_struct *work)
 	}
 }
 
+/*
+ * Queue @q for @qp, merged with the QP's waiting messages: @m is a new
+ * message, used if none of them can take @q. Return: what the caller
+ * frees (@m unused, or a message the merge dropped), or NULL.
+ */
+static struct ntrdma_qp_export_msg *
+export_qp_queue(struct ntrdma_export *exp, struct ntrdma_qp *qp,
+		const struct ntrdma_wire_qp_export *q, u32 session,
+		struct ntrdma_qp_export_msg *m)
+{
+	struct ntrdma_qp_export_msg **w = qp->export_msg;
+	struct ntrdma_qp_export_msg *dropped = NULL, *to;
+
+	lockdep_assert_held(&exp->qp_lock);
+	if (q->up) {
+		/* the last waiting one, if an export: it has nothing to keep */
+		to = w[1] ?: w[0];
+		if (to && !to->q.up)
+			to = NULL;
+	} else {
+		/* the first: anything after it never reached the peer */
+		to = w[0];
+		dropped = w[1];
+		if (dropped)
+			export_qp_unlink(exp, dropped);
+	}
+	if (!to) {
+		to = m;
+		m = dropped;
+		to->qp = qp;
+		list_add_tail(&to->link, &exp->qp_msgs);
+		exp->qp_pending++;
+		w[w[0] ? 1 : 0] = to;
+	} else if (dropped) {
+		kfree(m);
+		m = dropped;
+	}
+	to->session = session;
+	to->q = *q;
+	return m;
+}
+
 /**
  * ntrdma_export_qp() - tell the peer that @qp takes placements, or not
  * @qp: the QP (process context, its mutex held)
  * @up: RTR or RTS with its current attributes; false: no more
  *
- * Queued: sent in order from the export work.
+ * Queued: sent in order from the export work, merged with the QP's
+ * messages still waiting (at most two wait: see the top of this file).
  */
 void ntrdma_export_qp(struct ntrdma_qp *qp, bool up)
 {
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
-	struct export_qp_msg *m;
+	struct ntrdma_export *exp = nib->exp;
+	struct ntrdma_wire_qp_export q = {
+		.qpn = qp->ibqp.qp_num,
+		.pd = to_npd(qp->ibqp.pd)->id,
+		.access = qp->qp_access_flags & NTRDMA_EXPORT_ACCESS,
+		.dest_qpn = qp->dest_qp_num,
+		.up = up,
+	};
 	u32 session = ntrdma_link_session(nib->ndev);
+	struct ntrdma_qp_export_msg *m;
 	unsigned long flags;
 
 	lockdep_assert_held(&qp->lock);
 	if (!ntrdma_direct_placement || ntrdma_dev_windowed(nib->ndev) ||
 	    !session || (!up && !qp->exported))
 		return;
-	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	/* A withdrawal cannot fail; without an export the checked path runs */
+	m = kzalloc(sizeof(*m), up ? GFP_KERNEL : GFP_KERNEL | __GFP_NOFAIL);
 	if (!m)
-		return;		/* the checked path serves it */
-	m->session = session;
-	m->q.qpn = qp->ibqp.qp_num;
-	m->q.pd = to_npd(qp->ibqp.pd)->id;
-	m->q.access = qp->qp_access_flags & NTRDMA_EXPORT_ACCESS;
-	m->q.dest_qpn = qp->dest_qp_num;
-	m->q.up = up;
+		return;
 	/* A withdrawal starts an epoch: no READ sink is made in the old one. */
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	if (!up)
 		qp->export_epoch = atomic_inc_return(&nib->export_epoch);
-	m->q.epoch = qp->export_epoch;
+	q.epoch = qp->export_epoch;
 	WRITE_ONCE(qp->exported, up);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
-	spin_lock_irq(&nib->exp->qp_lock);
-	list_add_tail(&m->link, &nib->exp->qp_msgs);
-	spin_unlock_irq(&nib->exp->qp_lock);
-	queue_work(nib->exp->wq, &nib->exp->qp_work);
+	spin_lock_irq(&exp->qp_lock);
+	m = export_qp_queue(exp, qp, &q, session, m);
+	spin_unlock_irq(&exp->qp_lock);
+	kfree(m);
+	queue_work(exp->wq, &exp->qp_work);
+}
+
+/**
+ * ntrdma_export_qp_destroy() - @qp is being destroyed: withdrawn for good
+ * @qp: the QP (process context, its mutex not held)
+ *
+ * Its waiting messages go on without it (orphans). Waits while
+ * NTRDMA_EXPORT_ORPHANS orphans wait, for the export work to send some
+ * (bounded by the command timeout of each).
+ */
+void ntrdma_export_qp_destroy(struct ntrdma_qp *qp)
+{
+	struct ntrdma_export *exp = to_nib(qp->ibqp.device)->exp;
+	u32 i;
+
+	wait_event(exp->room_wq,
+		   READ_ONCE(exp->qp_orphans) < NTRDMA_EXPORT_ORPHANS);
+	mutex_lock(&qp->lock);
+	ntrdma_export_qp(qp, false);	/* the peer stops placing through it */
+	spin_lock_irq(&exp->qp_lock);
+	for (i = 0; i < ARRAY_SIZE(qp->export_msg) && qp->export_msg[i]; i++) {
+		qp->export_msg[i]->qp = NULL;
+		qp->export_msg[i] = NULL;
+		exp->qp_orphans++;
+	}
+	spin_unlock_irq(&exp->qp_lock);
+	mutex_unlock(&qp->lock);
+}
+
+/**
+ * ntrdma_export_qp_pending() - QP messages waiting to be sent
+ * @nib: the verbs device
+ *
+ * Return: how many (debugfs info).
+ */
+u32 ntrdma_export_qp_pending(struct ntrdma_ib *nib)
+{
+	return READ_ONCE(nib->exp->qp_pending);
 }
 
 /**
@@ -629,6 +756,7 @@ int ntrdma_export_init(struct ntrdma_ib *nib)
 	INIT_LIST_HEAD(&exp->mrs);
 	spin_lock_init(&exp->qp_lock);
 	INIT_LIST_HEAD(&exp->qp_msgs);
+	init_waitqueue_head(&exp->room_wq);
 	INIT_WORK(&exp->qp_work, export_qp_work);
 	INIT_WORK(&exp->up_work, export_up_work);
 	init_waitqueue_head(&exp->up_wq);
@@ -646,7 +774,7 @@ int ntrdma_export_init(struct ntrdma_ib *nib)
 void ntrdma_export_fini(struct ntrdma_ib *nib, bool peer_quiet)
 {
 	struct ntrdma_export *exp = nib->exp;
-	struct export_qp_msg *m, *mt;
+	struct ntrdma_qp_export_msg *m, *mt;
 	struct ntrdma_mr *mr, *tmp;
 
 	destroy_workqueue(exp->wq);

@@ -192,9 +192,7 @@ int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	struct ntrdma_qp *qp = to_nqp(ibqp);
 	unsigned long flags;
 
-	mutex_lock(&qp->lock);
-	ntrdma_export_qp(qp, false);	/* the peer stops placing through it */
-	mutex_unlock(&qp->lock);
+	ntrdma_export_qp_destroy(qp);	/* the peer stops placing through it */
 	/* The data path lets go of the QP (and of its MR references)... */
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	if (ntrdma_qp_answers(qp->state))
@@ -269,7 +267,7 @@ static int ntrdma_check_qp_attr(struct ib_qp_attr *attr, int mask)
  * Complete every WQE still posted in @ring with IB_WC_WR_FLUSH_ERR into
  * @cq, oldest first (the QP entered ERR). Only the wr_id is read from the
  * ring; a user producer index that claims more than the ring holds flushes
- * nothing. Stops early if the CQ is full (overrun: IB_EVENT_CQ_ERR).
+ * nothing. Stops early if the CQ is full (overrun: ntrdma_cq_overrun()).
  */
 static void ntrdma_ring_flush(struct ntrdma_qp *qp, struct ntrdma_ring *ring,
 			      struct ib_cq *ibcq, enum ib_wc_opcode opcode)
@@ -280,7 +278,6 @@ static void ntrdma_ring_flush(struct ntrdma_qp *qp, struct ntrdma_ring *ring,
 		.opcode = opcode,
 		.qp_num = qp->ibqp.qp_num,
 	};
-	struct ib_event ev;
 	u32 prod, cons;
 
 	/* acquire: the WQEs before the index that publishes them */
@@ -292,12 +289,7 @@ static void ntrdma_ring_flush(struct ntrdma_qp *qp, struct ntrdma_ring *ring,
 		/* Both kinds of WQE start with the wr_id. */
 		e.wr_id = READ_ONCE(*(u64 *)ntrdma_ring_slot(ring, cons));
 		if (ntrdma_cq_post(to_ncq(ibcq), &e, false)) {
-			if (ibcq->event_handler) {
-				ev.device = ibcq->device;
-				ev.event = IB_EVENT_CQ_ERR;
-				ev.element.cq = ibcq;
-				ibcq->event_handler(&ev, ibcq->cq_context);
-			}
+			ntrdma_cq_overrun(to_ncq(ibcq));
 			break;
 		}
 	}
@@ -399,16 +391,9 @@ void ntrdma_qp_error(struct ntrdma_qp *qp, enum ib_event_type ev)
 void ntrdma_qp_complete(struct ntrdma_qp *qp, struct ib_cq *ibcq,
 			const struct ntrdma_cqe *e, bool solicited)
 {
-	struct ib_event ev;
-
 	if (!ntrdma_cq_post(to_ncq(ibcq), e, solicited))
 		return;
-	if (ibcq->event_handler) {
-		ev.device = ibcq->device;
-		ev.event = IB_EVENT_CQ_ERR;
-		ev.element.cq = ibcq;
-		ibcq->event_handler(&ev, ibcq->cq_context);
-	}
+	ntrdma_cq_overrun(to_ncq(ibcq));
 	if (!qp->cq_overrun) {
 		qp->cq_overrun = true;
 		ntrdma_vx_kick(qp);	/* enters ERR from the tx work */

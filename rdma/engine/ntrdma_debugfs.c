@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * /sys/kernel/debug/ntrdma/<dev>/info: link state and engine counters.
+ * /sys/kernel/debug/ntrdma/<dev>/info: link state and engine counters, then
+ * the faces' own lines (struct ntrdma_face's show).
  * /sys/kernel/debug/ntrdma/<dev>/cmd: command channel diagnostics. Writing
  * "echo TEXT" or "delay MS [TIMEOUT_MS]" sends that request to the peer and
  * blocks until it is answered, fails or times out; reading shows the outcome
@@ -55,6 +56,7 @@ static int ntrdma_info_show(struct seq_file *s, void *unused)
 	ntrdma_canary_show(s, ndev);
 	seq_printf(s, "copy: %s\n",
 		   ndev->dma_chan ? dma_chan_name(ndev->dma_chan) : "cpu");
+	ntrdma_faces_show(ndev, s);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(ntrdma_info);

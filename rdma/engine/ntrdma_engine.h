@@ -25,6 +25,7 @@ struct net_device;
 struct ntb_dev;
 struct ntrdma_dev;
 struct ntrdma_tqp;
+struct seq_file;
 
 /* ---- faces (ntrdma_face.c) ---- */
 
@@ -38,6 +39,8 @@ struct ntrdma_tqp;
  * @link_up: a session started (process context, link lock held)
  * @link_down: the session ended; no transfer of it writes our memory
  *	any more once every TQP of the face is stopped (same context)
+ * @show: optional: the face's own "name: value" lines of debugfs info
+ *	(process context; only between @add and @del)
  *
  * Faces are added in table order and deleted in reverse order.
  */
@@ -48,6 +51,7 @@ struct ntrdma_face {
 	void (*del)(void *priv, bool peer_quiet);
 	void (*link_up)(void *priv);
 	void (*link_down)(void *priv);
+	void (*show)(void *priv, struct seq_file *s);
 };
 
 #define NTRDMA_FACES_MAX	4

@@ -80,3 +80,13 @@ void ntrdma_faces_link(struct ntrdma_dev *ndev, bool up)
 			face->link_down(ndev->face_priv[i]);
 	}
 }
+
+/* The faces' lines of debugfs info (the faces stay while it is read). */
+void ntrdma_faces_show(struct ntrdma_dev *ndev, struct seq_file *s)
+{
+	unsigned int i;
+
+	for (i = 0; i < ntrdma_face_count; i++)
+		if (ndev->face_priv[i] && ntrdma_faces[i]->show)
+			ntrdma_faces[i]->show(ndev->face_priv[i], s);
+}

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -275,6 +276,72 @@ TEST_F(DataPath, ErrCqOverflowRaisesCqErr) {
     // The CQ still polls without crashing (its content is undefined now).
     ibv_wc wc[64];
     EXPECT_GE(ibv_poll_cq(small, 64, wc), 0);
+}
+
+// The kernel's memory against one user: resources that every call could
+// grow stay bounded.
+class CqCaps : public DataPath {};
+
+// A QP in ERR on a CQ of one entry, with WQEs its user claims in both
+// rings (producer indices written ahead): every doorbell flushes, finds
+// the CQ full and leaves the WQE in place for the next one. The CQ
+// overran once: one IBV_EVENT_CQ_ERR, however many doorbells follow, and
+// the kernel's slab memory does not grow with them.
+TEST_F(CqCaps, OverrunRaisesOneEventForAnyNumberOfDoorbells) {
+    ibv_cq* tiny = CreateCq(a_, 1);
+    ASSERT_NE(tiny, nullptr);
+    ASSERT_EQ(tiny->cqe, 1);
+    const std::set<uintptr_t> before = UverbsMappings();
+    RcQpSpec qs;
+    qs.send_cq = tiny;
+    qs.recv_cq = tiny;
+    qs.max_send_wr = qs.max_recv_wr = 4;
+    ibv_qp* qp = MakeRcQp(a_.pd, qs);
+    ASSERT_NE(qp, nullptr) << std::strerror(errno);
+    qps_.push_back(qp);
+    std::vector<volatile uint32_t*> rings;
+    for (uintptr_t m : UverbsMappings()) {
+        if (!before.count(m)) {
+            rings.push_back(reinterpret_cast<volatile uint32_t*>(m));
+        }
+    }
+    ASSERT_EQ(rings.size(), 2u) << "the QP's SQ and RQ are not mapped";
+    int fl = fcntl(a_.ctx->async_fd, F_GETFL);
+    ASSERT_EQ(fcntl(a_.ctx->async_fd, F_SETFL, fl | O_NONBLOCK), 0);
+    ASSERT_EQ(QpToInit(qp), 0);
+    ibv_qp_attr err{};
+    err.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(qp, &err, IBV_QP_STATE), 0);
+    for (volatile uint32_t* ctl : rings) {
+        ctl[0] = ctl[0] + 3;  // "posted" 3 WQEs (ctl[0]: the producer index)
+    }
+    // With the flag the kernel set in ERR, a receive post without WRs is
+    // a bare doorbell (ntrdma-abi.h).
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_recv(qp, nullptr, &bad), 0);
+    const long slab0 = SlabKiB();
+    ASSERT_GT(slab0, 0) << "no Slab line in /proc/meminfo";
+    const auto deadline = Clock::now() + milliseconds(15000);
+    long calls = 0;
+    for (; calls < 300000 && (calls % 1024 || Clock::now() < deadline); calls++) {
+        ASSERT_EQ(ibv_post_recv(qp, nullptr, &bad), 0) << "doorbell " << calls;
+    }
+    const long grown = SlabKiB() - slab0;
+    int events = 0;
+    int reads = 0;
+    ibv_async_event ev{};
+    while (reads++ < 1000 && ibv_get_async_event(a_.ctx, &ev) == 0) {
+        if (ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq == tiny) {
+            events++;
+        }
+        ibv_ack_async_event(&ev);
+    }
+    std::cout << "[ NOTE     ] " << calls << " doorbells, slab +" << grown << " KiB, " << events
+              << " CQ_ERR events read\n";
+    ASSERT_GE(calls, 10000) << "too few doorbells to tell";
+    EXPECT_EQ(events, 1) << "IBV_EVENT_CQ_ERR events after " << calls
+                         << " doorbells on an overrun CQ (the first 1000 read)";
+    EXPECT_LT(grown, 1024) << "the slab grew by " << grown << " KiB in " << calls << " doorbells";
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <thread>
 #include <utility>
 
@@ -901,6 +902,65 @@ TEST_F(PlacementRead, NothingLandsInTheSinkAfterFlushAndDereg) {
             ASSERT_EQ(pages[i], 0x5A) << "byte " << i << " written after the sink MR went";
         }
     }
+}
+
+// What one user's calls may queue in the kernel for the peer stays bounded.
+class PlacementCaps : public PlacementRead {};
+
+// RTS -> RTS modify_qp with new access flags, over and over on both QPs of
+// a connection: each is an export for the peer, but only a QP's last
+// state matters to it, so at most two messages of a QP wait to be sent
+// (debugfs info qp_exports_pending), the kernel's memory does not grow, a
+// PD freed right after (which waits for the queue) goes at once, and the
+// connection still places WRITEs and READs directly.
+TEST_F(PlacementCaps, AccessFlagModifiesKeepTwoExportsPerQp) {
+    const size_t len = 65536;
+    Conn c;
+    Buf *src, *dst;
+    ASSERT_NO_FATAL_FAILURE(ConnectDirect(len, &c, &src, &dst));
+    Buf* sink = Reg(a_, len, kLocal);
+    ibv_pd* spare = ibv_alloc_pd(a_.ctx);  // freed after the modifies
+    ASSERT_NE(spare, nullptr);
+    ASSERT_FALSE(HasFailure());
+    const std::string dir_a = DebugfsDir(a_.name);
+    const std::string dir_b = DebugfsDir(b_.name);
+    if (dir_a.empty() || dir_b.empty()) {
+        EXPECT_EQ(ibv_dealloc_pd(spare), 0);
+        GTEST_SKIP() << "no ntrdma debugfs directory for " << a_.name << " and " << b_.name;
+    }
+    EXPECT_GE(InfoField(dir_a, "qp_exports_pending"), 0)
+        << "debugfs info has no qp_exports_pending line";
+    const long slab0 = SlabKiB();
+    ASSERT_GT(slab0, 0) << "no Slab line in /proc/meminfo";
+    const auto deadline = Clock::now() + milliseconds(15000);
+    long long most = 0;
+    long n = 0;
+    for (; n < 100000 && (n % 256 || Clock::now() < deadline); n++) {
+        ibv_qp_attr at{};
+        at.qp_access_flags = kQpRemoteAccess | (n % 2 ? 0 : IBV_ACCESS_REMOTE_ATOMIC);
+        ASSERT_EQ(ibv_modify_qp(c.a, &at, IBV_QP_ACCESS_FLAGS), 0) << n;
+        ASSERT_EQ(ibv_modify_qp(c.b, &at, IBV_QP_ACCESS_FLAGS), 0) << n;
+        if (n % 256 == 0) {
+            most = std::max({most, InfoField(dir_a, "qp_exports_pending"),
+                             InfoField(dir_b, "qp_exports_pending")});
+        }
+    }
+    const long grown = SlabKiB() - slab0;
+    const auto t0 = Clock::now();
+    EXPECT_EQ(ibv_dealloc_pd(spare), 0);
+    const long pd_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count();
+    std::cout << "[ NOTE     ] " << n << " x 2 modifies, at most " << most
+              << " exports pending, slab +" << grown << " KiB, dealloc_pd " << pd_ms << " ms\n";
+    EXPECT_GE(n, 10000) << "too few modifies to tell";
+    EXPECT_LE(most, 2) << "QP exports waiting on one device with one QP modified";
+    EXPECT_LT(grown, 1024) << "the slab grew by " << grown << " KiB in " << n << " x 2 modifies";
+    EXPECT_LT(pd_ms, 3000) << "dealloc_pd waited for the QP export queue";
+    ASSERT_TRUE(WaitDirect(c, src, dst)) << "no WRITE was placed directly in 5 s";
+    ASSERT_TRUE(WaitPushed(c, sink, dst, len)) << "no READ was written into its sink in 5 s";
+    Fill(src->p(), len, 5);
+    ASSERT_EQ(WriteOnce(c, src, dst, len), IBV_WC_SUCCESS);
+    ASSERT_EQ(ReadOnce(c, sink, dst, len), IBV_WC_SUCCESS);
+    EXPECT_EQ(FirstDiff(src->p(), sink->p(), len), -1);
 }
 
 }  // namespace

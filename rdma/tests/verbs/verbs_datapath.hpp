@@ -366,6 +366,23 @@ inline std::set<uintptr_t> UverbsMappings() {
     return out;
 }
 
+// The kernel's slab memory (/proc/meminfo "Slab:"), in KiB; -1 if unknown.
+inline long SlabKiB() {
+    FILE* f = std::fopen("/proc/meminfo", "r");
+    if (!f) {
+        return -1;
+    }
+    long kib = -1;
+    char line[256];
+    while (std::fgets(line, sizeof(line), f)) {
+        if (std::sscanf(line, "Slab: %ld kB", &kib) == 1) {
+            break;
+        }
+    }
+    std::fclose(f);
+    return kib;
+}
+
 }  // namespace ntv
 
 #endif  // NTRDMA_VERBS_DATAPATH_HPP
