@@ -549,4 +549,5 @@ const struct ntrdma_face ntrdma_ib_face = {
 	.del		= ntrdma_ib_del,
 	.link_up	= ntrdma_ib_link_up,
 	.link_down	= ntrdma_ib_link_down,
+	.debugfs	= ntrdma_ib_debugfs,
 };

@@ -33,6 +33,8 @@
 #include <linux/inet.h>
 #include <linux/inetdevice.h>
 #include <linux/in6.h>
+#include <linux/sched/signal.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <net/addrconf.h>
 #include <rdma/iw_cm.h>
@@ -842,6 +844,81 @@ static int cm_call(struct ntrdma_ib *nib, u16 op,
 			return cm_ops[i].handle(nib, m, true);
 	return -EINVAL;
 }
+
+/* ---- debugfs ---- */
+
+/**
+ * ntrdma_cm_show() - the connection records, for debugfs verbs
+ * @s: the file
+ * @nib: the verbs device
+ */
+void ntrdma_cm_show(struct seq_file *s, struct ntrdma_ib *nib)
+{
+	struct ntrdma_cep *cep;
+	unsigned long id;
+	u32 all = 0, pending = 0;
+
+	mutex_lock(&nib->cm_mutex);
+	xa_for_each(&nib->cep_xa, id, cep) {
+		all++;
+		if (cep->state == CEP_REQ_RCVD)
+			pending++;
+	}
+	mutex_unlock(&nib->cm_mutex);
+	seq_printf(s, "cm_records: %u\ncm_pending: %u\n", all, pending);
+}
+
+#ifdef NTRDMA_TEST_HOOKS
+/**
+ * ntrdma_cm_test_flood() - test builds: connection requests to the peer
+ * @nib: the verbs device
+ * @n: how many
+ * @addr: the IPv4 address they ask for
+ * @port: and the port
+ * @f: their answers (refused: -ECONNREFUSED)
+ *
+ * Each has a connection id of its own that names no record of ours: the
+ * peer's later answers to it find nothing here. One at a time, as a
+ * flooding peer's kernel would send them.
+ *
+ * Return: 0, -EINTR on a fatal signal, -ENOMEM.
+ */
+int ntrdma_cm_test_flood(struct ntrdma_ib *nib, u32 n, __be32 addr,
+			 __be16 port, struct ntrdma_flood *f)
+{
+	struct ntrdma_wire_cm *m = kzalloc(sizeof(*m), GFP_KERNEL);
+	u32 i;
+	int rc = 0;
+
+	if (!m)
+		return -ENOMEM;
+	m->family = AF_INET;
+	m->dport = port;
+	m->sport = htons(40000);
+	memcpy(m->daddr, &addr, 4);
+	memcpy(m->saddr, &addr, 4);
+	m->saddr[3] ^= 0xff;
+	for (i = 0; i < n; i++) {
+		if (fatal_signal_pending(current)) {
+			rc = -EINTR;
+			break;
+		}
+		m->cep = BIT(31) | i;
+		m->qpn = 0x800000 | (i & 0x7fffff);
+		ntrdma_flood_count(f, ntrdma_cmd_call(nib->ndev,
+						      NTRDMA_CMD_CM_REQ, m,
+						      sizeof(*m), NULL, 0,
+						      NULL,
+						      NTRDMA_CMD_TIMEOUT_MS),
+				   -ECONNREFUSED);
+		if (f->last_rc == -ENOLINK)
+			break;
+		cond_resched();
+	}
+	kfree(m);
+	return rc;
+}
+#endif
 
 /* ---- set-up ---- */
 

@@ -35,6 +35,7 @@
 #include <linux/mm.h>
 #include <linux/moduleparam.h>
 #include <linux/nospec.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
@@ -366,6 +367,29 @@ void ntrdma_rmr_clear(struct ntrdma_ib *nib)
 	}
 	nib->rqp_count = 0;
 	mutex_unlock(&nib->rmr_lock);
+}
+
+/**
+ * ntrdma_rmr_show() - the peer's exports we keep, for debugfs verbs
+ * @s: the file
+ * @nib: the verbs device
+ */
+void ntrdma_rmr_show(struct seq_file *s, struct ntrdma_ib *nib)
+{
+	struct ntrdma_rmr *rmr;
+	unsigned long i;
+	u64 bytes = 0;
+	u32 n = 0, nq;
+
+	mutex_lock(&nib->rmr_lock);
+	xa_for_each(&nib->rmr_xa, i, rmr) {
+		n++;
+		bytes += struct_size(rmr, page, rmr->npages);
+	}
+	nq = nib->rqp_count;
+	mutex_unlock(&nib->rmr_lock);
+	seq_printf(s, "rmr_entries: %u\nrmr_bytes: %llu\nrqp_entries: %u\n",
+		   n, bytes, nq);
 }
 
 /**

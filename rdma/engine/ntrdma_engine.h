@@ -22,6 +22,7 @@
 
 struct device;
 struct net_device;
+struct dentry;
 struct ntb_dev;
 struct ntrdma_dev;
 struct ntrdma_tqp;
@@ -38,6 +39,8 @@ struct ntrdma_tqp;
  * @link_up: a session started (process context, link lock held)
  * @link_down: the session ended; no transfer of it writes our memory
  *	any more once every TQP of the face is stopped (same context)
+ * @debugfs: optional: add the face's files to the device's debugfs folder
+ *	@dir (after @add; they go with the folder, before @del)
  *
  * Faces are added in table order and deleted in reverse order.
  */
@@ -48,6 +51,7 @@ struct ntrdma_face {
 	void (*del)(void *priv, bool peer_quiet);
 	void (*link_up)(void *priv);
 	void (*link_down)(void *priv);
+	void (*debugfs)(void *priv, struct dentry *dir);
 };
 
 #define NTRDMA_FACES_MAX	4

@@ -80,3 +80,13 @@ void ntrdma_faces_link(struct ntrdma_dev *ndev, bool up)
 			face->link_down(ndev->face_priv[i]);
 	}
 }
+
+/* Each face's debugfs files, in @ndev's folder @dir. */
+void ntrdma_faces_debugfs(struct ntrdma_dev *ndev, struct dentry *dir)
+{
+	unsigned int i;
+
+	for (i = 0; i < ntrdma_face_count; i++)
+		if (ndev->face_priv[i] && ntrdma_faces[i]->debugfs)
+			ntrdma_faces[i]->debugfs(ndev->face_priv[i], dir);
+}

@@ -369,5 +369,6 @@ void ntrdma_faces_set(const struct ntrdma_face *const *faces,
 int ntrdma_faces_add(struct ntrdma_dev *ndev);
 void ntrdma_faces_del(struct ntrdma_dev *ndev, bool peer_quiet);
 void ntrdma_faces_link(struct ntrdma_dev *ndev, bool up);
+void ntrdma_faces_debugfs(struct ntrdma_dev *ndev, struct dentry *dir);
 
 #endif /* NTRDMA_PRIV_H */
