@@ -121,6 +121,7 @@ struct ntrdma_ib {
 	struct list_head cm_listeners;
 	struct xarray cep_xa;		/* connection id -> struct ntrdma_cep */
 	u32 cep_next;
+	u32 cm_pending;			/* requests no listener answered yet */
 	struct workqueue_struct *cm_wq;
 };
 
