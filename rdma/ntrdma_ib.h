@@ -105,7 +105,8 @@ struct ntrdma_ib {
 	struct xarray rmr_xa;		/* key index -> the peer's MR */
 	struct xarray rqp_xa;		/* peer QPN -> the peer's QP */
 	u32 rqp_count;			/* its entries (rmr_lock) */
-	atomic_t rmr_pages;
+	u32 rmr_count;			/* rmr_xa's entries (rmr_lock) */
+	u64 rmr_bytes;			/* and their size (rmr_lock) */
 	struct ntrdma_export *exp;
 	/*
 	 * READ sinks the peer may still write (ntrdma_place_sink.c); sink_lock
