@@ -560,4 +560,5 @@ const struct ntrdma_face ntrdma_ib_face = {
 	.link_up	= ntrdma_ib_link_up,
 	.link_down	= ntrdma_ib_link_down,
 	.show		= ntrdma_ib_show,
+	.debugfs	= ntrdma_ib_debugfs,
 };

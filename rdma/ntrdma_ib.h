@@ -52,6 +52,8 @@
 #define NTRDMA_GFP_USER	(GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN)
 #define NTRDMA_ACK_MIN_MS	500	/* floor of the local ACK timeout */
 
+struct dentry;
+struct seq_file;
 struct ntrdma_vx;
 struct ntrdma_lo;
 struct ntrdma_sink;
@@ -111,7 +113,8 @@ struct ntrdma_ib {
 	struct xarray rmr_xa;		/* key index -> the peer's MR */
 	struct xarray rqp_xa;		/* peer QPN -> the peer's QP */
 	u32 rqp_count;			/* its entries (rmr_lock) */
-	atomic_t rmr_pages;
+	u32 rmr_count;			/* rmr_xa's entries (rmr_lock) */
+	u64 rmr_bytes;			/* and their size (rmr_lock) */
 	struct ntrdma_export *exp;
 	/*
 	 * READ sinks the peer may still write (ntrdma_place_sink.c); sink_lock
@@ -127,6 +130,7 @@ struct ntrdma_ib {
 	struct list_head cm_listeners;
 	struct xarray cep_xa;		/* connection id -> struct ntrdma_cep */
 	u32 cep_next;
+	u32 cm_pending;			/* requests no listener answered yet */
 	struct workqueue_struct *cm_wq;
 };
 
@@ -550,6 +554,7 @@ extern bool ntrdma_direct_placement;
 int ntrdma_rmr_init(struct ntrdma_ib *nib);
 void ntrdma_rmr_clear(struct ntrdma_ib *nib);
 void ntrdma_rmr_fini(struct ntrdma_ib *nib);
+void ntrdma_rmr_show(struct seq_file *s, struct ntrdma_ib *nib);
 int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
 int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
 int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r);
@@ -746,6 +751,24 @@ int ntrdma_iw_destroy_listen(struct iw_cm_id *cm_id);
 void ntrdma_iw_add_ref(struct ib_qp *ibqp);
 void ntrdma_iw_rem_ref(struct ib_qp *ibqp);
 struct ib_qp *ntrdma_iw_get_qp(struct ib_device *ibdev, int qpn);
+void ntrdma_cm_show(struct seq_file *s, struct ntrdma_ib *nib);
+
+/* ntrdma_ib_debugfs.c: debugfs ntrdma/<dev>/verbs */
+void ntrdma_ib_debugfs(void *priv, struct dentry *dir);
+
+#ifdef NTRDMA_TEST_HOOKS
+/* What a test flood of commands to the peer got back (debugfs verbs). */
+struct ntrdma_flood {
+	u32 sent, ok, refused, failed;
+	int last_rc;		/* the last answer that was not 0 */
+};
+
+void ntrdma_flood_count(struct ntrdma_flood *f, int rc, int refusal);
+int ntrdma_cm_test_flood(struct ntrdma_ib *nib, u32 n, __be32 addr,
+			 __be16 port, struct ntrdma_flood *f);
+int ntrdma_export_test_flood(struct ntrdma_ib *nib, u32 n,
+			     struct ntrdma_flood *f);
+#endif
 
 /* ntrdma_srq.c */
 int ntrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,

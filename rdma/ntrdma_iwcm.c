@@ -25,6 +25,16 @@
  * link loss or the QP's end): the 6.1 iw_cm BUG()s when a cm_id is
  * destroyed with its connect unanswered.
  *
+ * Limits (the peer is not trusted): a request from the peer becomes a
+ * record only while its listener has fewer than its backlog (what iw_cm
+ * passes to create_listen) pending and the device fewer than
+ * NTRDMA_CM_PENDING_MAX; any other is refused at once, and so is one the
+ * iw_cm drops (its event queue full): the peer's connect fails as
+ * REJECTED instead of waiting, and we keep nothing of it. A pending record
+ * lives until the listener answers, or 2 x NTRDMA_CM_TIMEOUT_MS. Every
+ * other record is one of our own connects or an accepted connection, and
+ * takes one of our QPs.
+ *
  * Locking: nib->cm_mutex serializes every state change; it is never held
  * across a command-channel call (the answer comes through the same work
  * that runs the peer's requests to us).
@@ -33,6 +43,8 @@
 #include <linux/inet.h>
 #include <linux/inetdevice.h>
 #include <linux/in6.h>
+#include <linux/sched/signal.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <net/addrconf.h>
 #include <rdma/iw_cm.h>
@@ -40,6 +52,12 @@
 #include "ntrdma_ib.h"
 
 #define NTRDMA_CM_TIMEOUT_MS	10000	/* a connect waits this long */
+/*
+ * Requests the peer (or our own loopback connects) can have waiting for an
+ * answer of the listeners, all listeners of the device together; each
+ * listener takes at most its backlog of them.
+ */
+#define NTRDMA_CM_PENDING_MAX	1024
 
 enum ntrdma_cep_state {
 	CEP_CONNECTING,		/* active: REQ sent, no answer yet */
@@ -60,6 +78,8 @@ struct ntrdma_cep {
 	bool notify_peer;		/* close: send DISC */
 	bool disc_rcvd;			/* DISC came while ACCEPTING */
 	bool loopback;			/* both ends are ours: no wire */
+	bool pending;			/* counted in nib->cm_pending */
+	struct ntrdma_cm_listener *listener;	/* counts it too, while set */
 	struct work_struct close_work;
 	struct delayed_work timeout;
 	struct work_struct free_work;
@@ -77,6 +97,8 @@ struct cm_end {
 struct ntrdma_cm_listener {
 	struct list_head list;
 	struct iw_cm_id *cm_id;
+	u32 backlog;			/* at most this many pending */
+	u32 pending;			/* requests of it not answered yet */
 };
 
 static struct ntrdma_qp *cm_get_qp(struct ntrdma_ib *nib, u32 qpn)
@@ -229,9 +251,9 @@ static struct ntrdma_cep *cm_cep_alloc(struct ntrdma_ib *nib)
  * nvmet-rdma take initiator_depth as the bound of their own); later, what
  * both ends accepted.
  */
-static void cm_event(struct ntrdma_cep *cep, struct iw_cm_id *cm_id,
-		     enum iw_cm_event_type type, int status,
-		     const void *pdata, u8 pdata_len)
+static int cm_event(struct ntrdma_cep *cep, struct iw_cm_id *cm_id,
+		    enum iw_cm_event_type type, int status,
+		    const void *pdata, u8 pdata_len)
 {
 	struct iw_cm_event ev = {
 		.event = type,
@@ -247,7 +269,20 @@ static void cm_event(struct ntrdma_cep *cep, struct iw_cm_id *cm_id,
 	/* Its id, not a pointer: accept/reject look it up again. */
 	if (type == IW_CM_EVENT_CONNECT_REQUEST)
 		ev.provider_data = (void *)(uintptr_t)cep->id;
-	cm_id->event_handler(cm_id, &ev);
+	return cm_id->event_handler(cm_id, &ev);
+}
+
+/* @cep's request is answered, or goes: no longer counted (cm_mutex). */
+static void cm_unpend(struct ntrdma_cep *cep)
+{
+	lockdep_assert_held(&cep->nib->cm_mutex);
+	if (!cep->pending)
+		return;
+	cep->pending = false;
+	cep->nib->cm_pending--;
+	if (cep->listener)
+		cep->listener->pending--;
+	cep->listener = NULL;
 }
 
 /*
@@ -262,6 +297,7 @@ static void cm_cep_detach(struct ntrdma_cep *cep)
 
 	if (cep->state == CEP_CLOSED)
 		return;
+	cm_unpend(cep);
 	cep->state = CEP_CLOSED;
 	if (qp) {
 		spin_lock_irqsave(&qp->sq_lock, flags);
@@ -482,6 +518,50 @@ static int cm_reject(struct ntrdma_ib *nib, const struct ntrdma_wire_cm *m,
 
 /* ---- passive side ---- */
 
+/*
+ * Room for one more request at listener @l (cm_mutex): within its backlog
+ * and the device's cap. Else it is refused at once, so that a peer cannot
+ * make us keep records beyond them (each would wait for its timeout).
+ */
+static bool cm_req_room(struct ntrdma_ib *nib, struct ntrdma_cm_listener *l)
+{
+	lockdep_assert_held(&nib->cm_mutex);
+	if (l->pending < l->backlog && nib->cm_pending < NTRDMA_CM_PENDING_MAX)
+		return true;
+	ibdev_info_ratelimited(&nib->ibdev,
+			       "connection request refused: %u of backlog %u pending at its listener, %u of %u at the device\n",
+			       l->pending, l->backlog, nib->cm_pending,
+			       NTRDMA_CM_PENDING_MAX);
+	return false;
+}
+
+/* A new passive record for request @m at listener @l (cm_mutex). */
+static struct ntrdma_cep *cm_req_cep(struct ntrdma_ib *nib,
+				     struct ntrdma_cm_listener *l,
+				     const struct ntrdma_wire_cm *m,
+				     bool loopback)
+{
+	struct ntrdma_cep *cep = cm_cep_alloc(nib);
+
+	if (!cep)
+		return NULL;
+	cep->state = CEP_REQ_RCVD;
+	cep->loopback = loopback;
+	cep->peer_id = m->cep;
+	cep->peer_qpn = m->qpn;
+	cep->ird = min_t(u8, m->ord, NTRDMA_MAX_RD_ATOM);
+	cep->ord = min_t(u8, m->ird, NTRDMA_MAX_RD_ATOM);
+	cep->pending = true;
+	cep->listener = l;
+	nib->cm_pending++;
+	l->pending++;
+	return cep;
+}
+
+/*
+ * A connection request: a listener takes it (0), or it is refused at once
+ * (-ECONNREFUSED: no listener, no room, or the iw_cm dropped it).
+ */
 static int cm_req(struct ntrdma_ib *nib, const struct ntrdma_wire_cm *m,
 		  bool loopback)
 {
@@ -499,24 +579,24 @@ static int cm_req(struct ntrdma_ib *nib, const struct ntrdma_wire_cm *m,
 	list_for_each_entry(l, &nib->cm_listeners, list) {
 		if (!cm_listen_match(l->cm_id, &d))
 			continue;
+		if (!cm_req_room(nib, l))
+			break;
 		rc = -ENOMEM;
-		cep = cm_cep_alloc(nib);
+		cep = cm_req_cep(nib, l, m, loopback);
 		if (!cep)
 			break;
-		cep->state = CEP_REQ_RCVD;
-		cep->loopback = loopback;
-		cep->peer_id = m->cep;
-		cep->peer_qpn = m->qpn;
-		cep->ird = min_t(u8, m->ord, NTRDMA_MAX_RD_ATOM);
-		cep->ord = min_t(u8, m->ird, NTRDMA_MAX_RD_ATOM);
 		cep->laddr = d;
 		cep->raddr = s;
 		/* The iw_cm makes a cm_id for it, provider_data = its id. */
-		cm_event(cep, l->cm_id, IW_CM_EVENT_CONNECT_REQUEST, 0,
-			 m->pdata, m->pdata_len);
+		rc = cm_event(cep, l->cm_id, IW_CM_EVENT_CONNECT_REQUEST, 0,
+			      m->pdata, m->pdata_len);
+		if (rc) {	/* its backlog is full: it never answers */
+			cm_cep_detach(cep);
+			rc = -ECONNREFUSED;
+			break;
+		}
 		queue_delayed_work(nib->cm_wq, &cep->timeout,
 				   msecs_to_jiffies(2 * NTRDMA_CM_TIMEOUT_MS));
-		rc = 0;
 		break;
 	}
 	mutex_unlock(&nib->cm_mutex);
@@ -582,6 +662,7 @@ int ntrdma_iw_accept(struct iw_cm_id *cm_id, struct iw_cm_conn_param *param)
 				  cep->loopback);
 	if (rc)
 		goto out_unlock;
+	cm_unpend(cep);		/* bound by the QP from now on */
 	cep->qp = qp;
 	cm_qp_attach(qp, cep);
 	cm_id->add_ref(cm_id);
@@ -657,6 +738,8 @@ int ntrdma_iw_create_listen(struct iw_cm_id *cm_id, int backlog)
 		return -ENOMEM;
 	cm_id->add_ref(cm_id);
 	l->cm_id = cm_id;
+	/* the iw_cm's work entries for its events: no more can be told */
+	l->backlog = clamp(backlog, 1, NTRDMA_CM_PENDING_MAX);
 	mutex_lock(&nib->cm_mutex);
 	list_add_tail(&l->list, &nib->cm_listeners);
 	mutex_unlock(&nib->cm_mutex);
@@ -667,6 +750,8 @@ int ntrdma_iw_destroy_listen(struct iw_cm_id *cm_id)
 {
 	struct ntrdma_ib *nib = to_nib(cm_id->device);
 	struct ntrdma_cm_listener *l, *found = NULL;
+	struct ntrdma_cep *cep;
+	unsigned long id;
 
 	mutex_lock(&nib->cm_mutex);
 	list_for_each_entry(l, &nib->cm_listeners, list) {
@@ -676,6 +761,10 @@ int ntrdma_iw_destroy_listen(struct iw_cm_id *cm_id)
 			break;
 		}
 	}
+	/* its requests still pending count for the device only */
+	xa_for_each(&nib->cep_xa, id, cep)
+		if (found && cep->listener == found)
+			cep->listener = NULL;
 	mutex_unlock(&nib->cm_mutex);
 	if (!found)
 		return -EINVAL;
@@ -869,6 +958,82 @@ static int cm_call(struct ntrdma_ib *nib, u16 op,
 			return cm_ops[i].handle(nib, m, true);
 	return -EINVAL;
 }
+
+/* ---- debugfs ---- */
+
+/**
+ * ntrdma_cm_show() - the connection records, for debugfs verbs
+ * @s: the file
+ * @nib: the verbs device
+ */
+void ntrdma_cm_show(struct seq_file *s, struct ntrdma_ib *nib)
+{
+	struct ntrdma_cep *cep;
+	unsigned long id;
+	u32 all = 0, pending = 0;
+
+	mutex_lock(&nib->cm_mutex);
+	xa_for_each(&nib->cep_xa, id, cep) {
+		all++;
+		if (cep->state == CEP_REQ_RCVD)
+			pending++;
+	}
+	mutex_unlock(&nib->cm_mutex);
+	seq_printf(s, "cm_records: %u\ncm_pending: %u\ncm_pending_max: %u\n",
+		   all, pending, NTRDMA_CM_PENDING_MAX);
+}
+
+#ifdef NTRDMA_TEST_HOOKS
+/**
+ * ntrdma_cm_test_flood() - test builds: connection requests to the peer
+ * @nib: the verbs device
+ * @n: how many
+ * @addr: the IPv4 address they ask for
+ * @port: and the port
+ * @f: their answers (refused: -ECONNREFUSED)
+ *
+ * Each has a connection id of its own that names no record of ours: the
+ * peer's later answers to it find nothing here. One at a time, as a
+ * flooding peer's kernel would send them.
+ *
+ * Return: 0, -EINTR on a fatal signal, -ENOMEM.
+ */
+int ntrdma_cm_test_flood(struct ntrdma_ib *nib, u32 n, __be32 addr,
+			 __be16 port, struct ntrdma_flood *f)
+{
+	struct ntrdma_wire_cm *m = kzalloc(sizeof(*m), GFP_KERNEL);
+	u32 i;
+	int rc = 0;
+
+	if (!m)
+		return -ENOMEM;
+	m->family = AF_INET;
+	m->dport = port;
+	m->sport = htons(40000);
+	memcpy(m->daddr, &addr, 4);
+	memcpy(m->saddr, &addr, 4);
+	m->saddr[3] ^= 0xff;
+	for (i = 0; i < n; i++) {
+		if (fatal_signal_pending(current)) {
+			rc = -EINTR;
+			break;
+		}
+		m->cep = BIT(31) | i;
+		m->qpn = 0x800000 | (i & 0x7fffff);
+		ntrdma_flood_count(f, ntrdma_cmd_call(nib->ndev,
+						      NTRDMA_CMD_CM_REQ, m,
+						      sizeof(*m), NULL, 0,
+						      NULL,
+						      NTRDMA_CMD_TIMEOUT_MS),
+				   -ECONNREFUSED);
+		if (f->last_rc == -ENOLINK)
+			break;
+		cond_resched();
+	}
+	kfree(m);
+	return rc;
+}
+#endif
 
 /* ---- set-up ---- */
 

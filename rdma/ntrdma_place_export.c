@@ -42,6 +42,7 @@
 
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 
@@ -63,6 +64,12 @@ struct ntrdma_export {
 	struct work_struct qp_work;
 	struct work_struct up_work;	/* a session came up */
 	wait_queue_head_t up_wq;	/* woken when one did */
+#ifdef NTRDMA_TEST_HOOKS
+	/* the test flood's page list and its one page: kept to the end */
+	u64 *test_list;
+	dma_addr_t test_list_dma;
+	dma_addr_t test_page_dma;
+#endif
 };
 
 /*
@@ -727,6 +734,98 @@ void ntrdma_export_link_up(struct ntrdma_ib *nib)
 	wake_up_all(&nib->exp->up_wq);
 }
 
+#ifdef NTRDMA_TEST_HOOKS
+/*
+ * The test flood's list page, naming one page: itself (the exports name a
+ * PD no QP has, so nothing is placed into it). The peer keeps the exports
+ * until the session ends: the page stays until the device goes.
+ */
+static int export_test_page(struct ntrdma_ib *nib)
+{
+	struct ntrdma_export *exp = nib->exp;
+	struct device *dev = export_dev(nib);
+	u64 *list;
+	dma_addr_t dma;
+
+	lockdep_assert_held(&exp->lock);
+	if (exp->test_list)
+		return 0;
+	list = (u64 *)get_zeroed_page(GFP_KERNEL);
+	if (!list)
+		return -ENOMEM;
+	dma = dma_map_single(dev, list, PAGE_SIZE, DMA_BIDIRECTIONAL);
+	if (dma_mapping_error(dev, dma)) {
+		free_page((unsigned long)list);
+		return -ENOMEM;
+	}
+	dma_sync_single_for_cpu(dev, dma, PAGE_SIZE, DMA_BIDIRECTIONAL);
+	list[0] = dma;
+	dma_sync_single_for_device(dev, dma, PAGE_SIZE, DMA_BIDIRECTIONAL);
+	exp->test_list = list;
+	exp->test_list_dma = dma;
+	return 0;
+}
+
+static void export_test_page_free(struct ntrdma_ib *nib, bool peer_quiet)
+{
+	struct ntrdma_export *exp = nib->exp;
+
+	if (!exp->test_list || !peer_quiet)
+		return;		/* the peer may still read it: kept */
+	dma_unmap_single(export_dev(nib), exp->test_list_dma, PAGE_SIZE,
+			 DMA_BIDIRECTIONAL);
+	free_page((unsigned long)exp->test_list);
+	exp->test_list = NULL;
+}
+
+/**
+ * ntrdma_export_test_flood() - test builds: one-page MR exports to the peer
+ * @nib: the verbs device
+ * @n: how many: key indices 1..@n (tag 1), PD U32_MAX
+ * @f: their answers (refused: -ENOSPC)
+ *
+ * Return: 0, -EINTR on a fatal signal, -ENOMEM.
+ */
+int ntrdma_export_test_flood(struct ntrdma_ib *nib, u32 n,
+			     struct ntrdma_flood *f)
+{
+	struct ntrdma_wire_mr_export e = {
+		.pd = U32_MAX,
+		.access = IB_ACCESS_REMOTE_WRITE,
+		.length = NTRDMA_EXPORT_PAGE,
+		.npages = 1,
+		.count = 1,
+	};
+	u32 i;
+	int rc;
+
+	mutex_lock(&nib->exp->lock);
+	rc = export_test_page(nib);
+	e.list = nib->exp->test_list_dma;
+	for (i = 1; !rc && i <= n && i < BIT(24); i++) {
+		if (fatal_signal_pending(current)) {
+			rc = -EINTR;
+			break;
+		}
+		e.key = i << 8 | 1;
+		e.iova = (u64)i << 32;
+		ntrdma_flood_count(f, ntrdma_cmd_call(nib->ndev,
+						      NTRDMA_CMD_MR_EXPORT,
+						      &e, sizeof(e), NULL, 0,
+						      NULL,
+						      NTRDMA_CMD_TIMEOUT_MS),
+				   -ENOSPC);
+		if (f->last_rc == -ENOLINK)
+			break;
+		cond_resched();
+	}
+	mutex_unlock(&nib->exp->lock);
+	return rc;
+}
+#else
+static void export_test_page_free(struct ntrdma_ib *nib, bool peer_quiet) {}
+#endif
+
 /**
  * ntrdma_export_init() - the exporting side of a verbs device
  * @nib: the device being added
@@ -781,6 +880,7 @@ void ntrdma_export_fini(struct ntrdma_ib *nib, bool peer_quiet)
 	list_for_each_entry_safe(m, mt, &exp->qp_msgs, link)
 		kfree(m);
 	ntrdma_sink_fini(nib, peer_quiet);
+	export_test_page_free(nib, peer_quiet);
 	mutex_lock(&exp->lock);
 	list_for_each_entry_safe(mr, tmp, &exp->mrs, export_link) {
 		if (peer_quiet)

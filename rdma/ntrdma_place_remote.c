@@ -35,6 +35,7 @@
 #include <linux/mm.h>
 #include <linux/moduleparam.h>
 #include <linux/nospec.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 
@@ -55,8 +56,17 @@ module_param(read_pull_max, uint, 0644);
 MODULE_PARM_DESC(read_pull_max,
 		 "With direct_placement, RDMA READs up to this many bytes are read by the requester straight from the peer's exported MR (default 512; 0: never)");
 
-/* Pages of the peer's MRs we hold lists for (a peer cannot exhaust us). */
-#define NTRDMA_IMPORT_PAGES	BIT(22)
+/*
+ * What the peer's exports may cost us: at most one entry per key index of
+ * the peer's key table (1..NTRDMA_MAX_MR, as ours), so the index holds no
+ * more than NTRDMA_MAX_MR entries, and at most NTRDMA_IMPORT_BYTES of
+ * records (each struct ntrdma_rmr with its page list: 8 bytes per page,
+ * the 16 GiB of 4M pages at most). An export past either is refused
+ * (-ENOSPC): its WRITEs take the checked path.
+ */
+#define NTRDMA_IMPORT_MRS	NTRDMA_MAX_MR
+#define NTRDMA_IMPORT_BYTES	SZ_32M
+#define NTRDMA_IMPORT_PAGES	(NTRDMA_IMPORT_BYTES / sizeof(u64))
 
 struct ntrdma_rmr {
 	u32 key;
@@ -91,10 +101,42 @@ static bool rmr_drain(struct ntrdma_ib *nib)
 	return ntrdma_vx_place_fence(nib);
 }
 
+static size_t rmr_size(u32 npages)
+{
+	struct ntrdma_rmr *rmr = NULL;
+
+	return struct_size(rmr, page, npages);
+}
+
 static void rmr_free(struct ntrdma_ib *nib, struct ntrdma_rmr *rmr)
 {
-	atomic_sub(rmr->npages, &nib->rmr_pages);
+	lockdep_assert_held(&nib->rmr_lock);
+	nib->rmr_count--;
+	nib->rmr_bytes -= rmr_size(rmr->npages);
 	kvfree(rmr);
+}
+
+/*
+ * Room for a new entry of @npages at index @idx (rmr_lock): an index of
+ * the peer's key table (1..NTRDMA_MAX_MR, as ours, so that the index stays
+ * small), and within the caps; an entry the export replaces at @idx is
+ * still counted, so the cap may be passed by one entry for a moment. A
+ * refusal is said once in a while.
+ */
+static int rmr_room(struct ntrdma_ib *nib, u32 idx, u32 npages)
+{
+	bool replaces = xa_load(&nib->rmr_xa, idx);
+
+	lockdep_assert_held(&nib->rmr_lock);
+	if (idx <= NTRDMA_IMPORT_MRS &&
+	    (replaces || nib->rmr_count < NTRDMA_IMPORT_MRS) &&
+	    nib->rmr_bytes + rmr_size(npages) <= NTRDMA_IMPORT_BYTES)
+		return 0;
+	ibdev_warn_ratelimited(&nib->ibdev,
+			       "the peer's MR exports beyond our cap refused: key index %u, %u entries (max %u), %llu bytes (max %u)\n",
+			       idx, nib->rmr_count, NTRDMA_IMPORT_MRS,
+			       nib->rmr_bytes, NTRDMA_IMPORT_BYTES);
+	return -ENOSPC;
 }
 
 /* The entry a chunk of export @e fills: a new one for its first chunk. */
@@ -102,6 +144,7 @@ static struct ntrdma_rmr *rmr_for_chunk(struct ntrdma_ib *nib,
 					const struct ntrdma_wire_mr_export *e)
 {
 	struct ntrdma_rmr *rmr;
+	int rc;
 
 	if (e->first) {
 		rmr = xa_load(&nib->rmr_xa, e->key >> 8);
@@ -110,15 +153,14 @@ static struct ntrdma_rmr *rmr_for_chunk(struct ntrdma_ib *nib,
 			return ERR_PTR(-EINVAL);
 		return rmr;
 	}
-	if (atomic_add_return(e->npages, &nib->rmr_pages) > NTRDMA_IMPORT_PAGES) {
-		atomic_sub(e->npages, &nib->rmr_pages);
-		return ERR_PTR(-ENOSPC);
-	}
-	rmr = kvzalloc(struct_size(rmr, page, e->npages), GFP_KERNEL);
-	if (!rmr) {
-		atomic_sub(e->npages, &nib->rmr_pages);
+	rc = rmr_room(nib, e->key >> 8, e->npages);
+	if (rc)
+		return ERR_PTR(rc);
+	rmr = kvzalloc(rmr_size(e->npages), GFP_KERNEL);
+	if (!rmr)
 		return ERR_PTR(-ENOMEM);
-	}
+	nib->rmr_count++;
+	nib->rmr_bytes += rmr_size(e->npages);
 	rmr->key = e->key;
 	rmr->pd = e->pd;
 	rmr->access = e->access;
@@ -326,7 +368,8 @@ int ntrdma_rmr_init(struct ntrdma_ib *nib)
 	spin_lock_init(&nib->place_lock);
 	xa_init(&nib->rmr_xa);
 	xa_init(&nib->rqp_xa);
-	atomic_set(&nib->rmr_pages, 0);
+	nib->rmr_count = 0;
+	nib->rmr_bytes = 0;
 	for (i = 0; i < ARRAY_SIZE(rmr_ops); i++) {
 		rc = ntrdma_cmd_register(nib->ndev, rmr_ops[i].op,
 					 rmr_ops[i].fn, nib);
@@ -366,6 +409,21 @@ void ntrdma_rmr_clear(struct ntrdma_ib *nib)
 	}
 	nib->rqp_count = 0;
 	mutex_unlock(&nib->rmr_lock);
+}
+
+/**
+ * ntrdma_rmr_show() - the peer's exports we keep, for debugfs verbs
+ * @s: the file
+ * @nib: the verbs device
+ */
+void ntrdma_rmr_show(struct seq_file *s, struct ntrdma_ib *nib)
+{
+	mutex_lock(&nib->rmr_lock);
+	seq_printf(s, "rmr_entries: %u\nrmr_bytes: %llu\nrqp_entries: %u\n",
+		   nib->rmr_count, nib->rmr_bytes, nib->rqp_count);
+	mutex_unlock(&nib->rmr_lock);
+	seq_printf(s, "rmr_entries_max: %u\nrmr_bytes_max: %u\n",
+		   NTRDMA_IMPORT_MRS, NTRDMA_IMPORT_BYTES);
 }
 
 /**

@@ -126,11 +126,12 @@ DEB="deb:1:ntrdma_deb_test.sh::--no-modules"
 # In the loop topology the tools test runs in the deb run (on the packages);
 # the rdma_cm and pyverbs tests run in pair (two kernels; the cm test in its
 # stock run too) and the NFS test only there, so the loop flat run leaves
-# them out (make check's time).
+# them out (make check's time). The peer limits test runs in the loop flat
+# run only.
 NTR_LOOP=${NTR/ntrdma_tools_test.sh,/}
 NTR_LOOP=${NTR_LOOP/ntrdma_cm_test.sh,/}
 NTR_LOOP=${NTR_LOOP/ntrdma_nfs_test.sh,/}
-NTR_LOOP=${NTR_LOOP/ntrdma_pyverbs_test.sh,/}:::$QUICK_NET
+NTR_LOOP=${NTR_LOOP/ntrdma_pyverbs_test.sh,/},ntrdma_peer_limits_test.sh:::$QUICK_NET
 # The stock run (no flat window) also runs ntrdma's net, engine and verbs
 # tests in windowed mode in both topologies, the tools test in loop and the
 # rdma_cm test in pair (make check's time: both run in flat mode in pair).

@@ -6,6 +6,8 @@
  * "echo TEXT" or "delay MS [TIMEOUT_MS]" sends that request to the peer and
  * blocks until it is answered, fails or times out; reading shows the outcome
  * of the last one: "rc=N usecs=T data=TEXT".
+ * Each face may add files of its own to the folder (struct ntrdma_face's
+ * debugfs callback).
  */
 
 #include <linux/debugfs.h>
@@ -154,6 +156,7 @@ void ntrdma_debugfs_add(struct ntrdma_dev *ndev)
 	debugfs_create_file("cmd", 0600, ndev->debugfs, ndev,
 			    &ntrdma_cmd_fops);
 	ntrdma_fault_debugfs_add(ndev);
+	ntrdma_faces_debugfs(ndev, ndev->debugfs);
 }
 
 void ntrdma_debugfs_del(struct ntrdma_dev *ndev)

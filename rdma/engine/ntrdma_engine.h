@@ -22,6 +22,7 @@
 
 struct device;
 struct net_device;
+struct dentry;
 struct ntb_dev;
 struct ntrdma_dev;
 struct ntrdma_tqp;
@@ -41,6 +42,8 @@ struct seq_file;
  *	any more once every TQP of the face is stopped (same context)
  * @show: optional: the face's own "name: value" lines of debugfs info
  *	(process context; only between @add and @del)
+ * @debugfs: optional: add the face's files to the device's debugfs folder
+ *	@dir (after @add; they go with the folder, before @del)
  *
  * Faces are added in table order and deleted in reverse order.
  */
@@ -52,6 +55,7 @@ struct ntrdma_face {
 	void (*link_up)(void *priv);
 	void (*link_down)(void *priv);
 	void (*show)(void *priv, struct seq_file *s);
+	void (*debugfs)(void *priv, struct dentry *dir);
 };
 
 #define NTRDMA_FACES_MAX	4

@@ -90,3 +90,13 @@ void ntrdma_faces_show(struct ntrdma_dev *ndev, struct seq_file *s)
 		if (ndev->face_priv[i] && ntrdma_faces[i]->show)
 			ntrdma_faces[i]->show(ndev->face_priv[i], s);
 }
+
+/* Each face's debugfs files, in @ndev's folder @dir. */
+void ntrdma_faces_debugfs(struct ntrdma_dev *ndev, struct dentry *dir)
+{
+	unsigned int i;
+
+	for (i = 0; i < ntrdma_face_count; i++)
+		if (ndev->face_priv[i] && ntrdma_faces[i]->debugfs)
+			ntrdma_faces[i]->debugfs(ndev->face_priv[i], dir);
+}

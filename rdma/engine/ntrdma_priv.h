@@ -371,5 +371,6 @@ int ntrdma_faces_add(struct ntrdma_dev *ndev);
 void ntrdma_faces_del(struct ntrdma_dev *ndev, bool peer_quiet);
 void ntrdma_faces_link(struct ntrdma_dev *ndev, bool up);
 void ntrdma_faces_show(struct ntrdma_dev *ndev, struct seq_file *s);
+void ntrdma_faces_debugfs(struct ntrdma_dev *ndev, struct dentry *dir);
 
 #endif /* NTRDMA_PRIV_H */
