@@ -29,7 +29,7 @@ BACKLOG=8
 MR_CAP=16384
 SIP=10.79.9.2
 PORT=18950
-HOLD=$NTRDMA_ROOT/build/user/rdma/tests/ntrdma_cm_hold
+HOLD=$NTRDMA_ROOT/build/user/rdma/tests/cm/ntrdma_cm_hold
 
 ktap_header
 NTESTS=6
