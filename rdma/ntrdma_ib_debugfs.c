@@ -83,15 +83,13 @@ static ssize_t ib_debugfs_write(struct file *f, const char __user *ubuf,
 				size_t count, loff_t *ppos)
 {
 	struct ntrdma_ib *nib = file_inode(f)->i_private;
-	char buf[64];
+	char buf[64], *line;
 	int rc;
 
-	if (count >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, count))
-		return -EFAULT;
-	buf[count] = 0;
-	rc = ib_flood_run(nib, strim(buf));
+	line = ntrdma_debugfs_line(ubuf, count, buf, sizeof(buf));
+	if (IS_ERR(line))
+		return PTR_ERR(line);
+	rc = ib_flood_run(nib, line);
 	return rc ? rc : count;
 }
 

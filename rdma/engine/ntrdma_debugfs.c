@@ -63,6 +63,29 @@ static int ntrdma_info_show(struct seq_file *s, void *unused)
 }
 DEFINE_SHOW_ATTRIBUTE(ntrdma_info);
 
+/**
+ * ntrdma_debugfs_line() - a command line written to a debugfs file
+ * @ubuf: what the user wrote
+ * @count: its length
+ * @buf: where to copy it
+ * @len: the size of @buf
+ *
+ * Process context (a debugfs write).
+ *
+ * Return: the line in @buf, trimmed; ERR_PTR(-EINVAL) when it does not
+ * fit, ERR_PTR(-EFAULT) when it cannot be read.
+ */
+char *ntrdma_debugfs_line(const char __user *ubuf, size_t count, char *buf,
+			  size_t len)
+{
+	if (count >= len)
+		return ERR_PTR(-EINVAL);
+	if (copy_from_user(buf, ubuf, count))
+		return ERR_PTR(-EFAULT);
+	buf[count] = 0;
+	return strim(buf);
+}
+
 static ssize_t ntrdma_cmd_write(struct file *f, const char __user *ubuf,
 				size_t count, loff_t *ppos)
 {
@@ -72,21 +95,19 @@ static ssize_t ntrdma_cmd_write(struct file *f, const char __user *ubuf,
 	u16 rlen = 0;
 	ktime_t t0;
 	int rc, n;
+	char *line;
 	u32 arg;
 
-	if (count >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, count))
-		return -EFAULT;
-	buf[count] = 0;
-	strim(buf);
+	line = ntrdma_debugfs_line(ubuf, count, buf, sizeof(buf));
+	if (IS_ERR(line))
+		return PTR_ERR(line);
 	t0 = ktime_get();
-	if (!strncmp(buf, "echo ", 5)) {
-		rc = ntrdma_cmd_call(ndev, NTRDMA_CMD_ECHO, buf + 5,
-				     strlen(buf + 5), rsp, NTRDMA_RSP_DATA,
+	if (!strncmp(line, "echo ", 5)) {
+		rc = ntrdma_cmd_call(ndev, NTRDMA_CMD_ECHO, line + 5,
+				     strlen(line + 5), rsp, NTRDMA_RSP_DATA,
 				     &rlen, timeout);
 	} else {
-		n = sscanf(buf, "delay %u %u", &ms, &timeout);
+		n = sscanf(line, "delay %u %u", &ms, &timeout);
 		if (n < 1)
 			return -EINVAL;
 		arg = ms;

@@ -226,6 +226,10 @@ enum ntrdma_fault_site {
 	NTRDMA_FAULT_SITES
 };
 
+/* ntrdma_debugfs.c: a command line written to a debugfs file */
+char *ntrdma_debugfs_line(const char __user *ubuf, size_t count, char *buf,
+			  size_t len);
+
 #ifdef NTRDMA_TEST_HOOKS
 bool ntrdma_fault(struct ntrdma_dev *ndev, enum ntrdma_fault_site site);
 bool ntrdma_fault_deaf(struct ntrdma_dev *ndev);

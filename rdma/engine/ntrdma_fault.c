@@ -362,15 +362,13 @@ static int fault_run(struct ntrdma_dev *ndev, const char *buf)
 static ssize_t fault_write(struct file *f, const char __user *ubuf,
 			   size_t count, loff_t *ppos)
 {
-	char buf[64];
+	char buf[64], *line;
 	int rc;
 
-	if (count >= sizeof(buf))
-		return -EINVAL;
-	if (copy_from_user(buf, ubuf, count))
-		return -EFAULT;
-	buf[count] = 0;
-	rc = fault_run(f->private_data, strim(buf));
+	line = ntrdma_debugfs_line(ubuf, count, buf, sizeof(buf));
+	if (IS_ERR(line))
+		return PTR_ERR(line);
+	rc = fault_run(f->private_data, line);
 	return rc ? rc : count;
 }
 
