@@ -553,7 +553,6 @@ static void ntr_update_carrier(struct ntrdma_net *net)
 	}
 	WRITE_ONCE(net->tx_nq, min_t(u32, peer, net->nq));
 	if (peer) {
-		ntrdma_fault_spin(net->ndev, "carrier");
 		if (!netif_carrier_ok(dev))
 			netif_carrier_on(dev);
 		netif_tx_wake_all_queues(dev);

@@ -234,8 +234,6 @@ char *ntrdma_debugfs_line(const char __user *ubuf, size_t count, char *buf,
 bool ntrdma_fault(struct ntrdma_dev *ndev, enum ntrdma_fault_site site);
 bool ntrdma_fault_deaf(struct ntrdma_dev *ndev);
 void ntrdma_fault_pause(struct ntrdma_dev *ndev, const char *at);
-#define NTRDMA_FAULT_SPIN_MS	500
-void ntrdma_fault_spin(struct ntrdma_dev *ndev, const char *at);
 /* ntrdma_canary.c: guard bytes around what a face posts */
 bool ntrdma_canary_fill(struct ntrdma_dev *ndev, void *p, size_t len);
 void ntrdma_canary_check(struct ntrdma_dev *ndev, const void *p, size_t len);
@@ -254,10 +252,6 @@ static inline bool ntrdma_fault_deaf(struct ntrdma_dev *ndev)
 
 static inline void ntrdma_fault_pause(struct ntrdma_dev *ndev,
 				      const char *at)
-{
-}
-
-static inline void ntrdma_fault_spin(struct ntrdma_dev *ndev, const char *at)
 {
 }
 

@@ -39,10 +39,7 @@
  *                      "export") sleeps MS ms (at most 10000): a race
  *                      window held open. The verbs face's names: export
  *                      (an MR export starts), accept (an rdma_cm accept
- *                      heard back from the other end); the Ethernet
- *                      face's: carrier (the peer's netdev is up, as the
- *                      doorbell handler turns the carrier on; a busy
- *                      wait of at most 500 ms)
+ *                      heard back from the other end)
  *   proto_error        this side ends the session as on a protocol error
  *                      of the peer (counted): an end at a known moment,
  *                      where a malformed index the peer's own traffic
@@ -236,21 +233,6 @@ void ntrdma_fault_pause(struct ntrdma_dev *ndev, const char *at)
 
 	if (ms)
 		msleep(ms);
-}
-
-/**
- * ntrdma_fault_spin() - busy-wait once, for the time "pause MS AT" set
- * @ndev: the device
- * @at: the name of this place, AT in the inject command
- *
- * Any context (a doorbell handler): at most NTRDMA_FAULT_SPIN_MS.
- */
-void ntrdma_fault_spin(struct ntrdma_dev *ndev, const char *at)
-{
-	unsigned int ms = fault_pause_take(ndev, at);
-
-	if (ms)
-		mdelay(min_t(unsigned int, ms, NTRDMA_FAULT_SPIN_MS));
 }
 
 /* "pause MS [AT]": the name first, then the time that arms it. */
