@@ -2,7 +2,8 @@
 /*
  * NTRDMA verbs face: one ib_device per ntrdma device (ntrdma%d), port 1
  * bound to the device's netdev (ntr%d), port state following the shared
- * link (ntrdma_link_is_up(); PORT_ACTIVE / PORT_ERR events).
+ * link: PORT_ACTIVE once this face's data path for the session runs,
+ * PORT_ERR as it ends.
  *
  * Node type and link layer: an InfiniBand CA whose port has an InfiniBand
  * link layer, not RoCE (and not iWARP as the earlier NTRDMA was). Why:
@@ -126,7 +127,7 @@ static int ntrdma_query_port(struct ib_device *ibdev, u32 port,
 			     struct ib_port_attr *attr)
 {
 	struct ntrdma_ib *nib = to_nib(ibdev);
-	bool up = ntrdma_link_is_up(nib->ndev);
+	bool up = READ_ONCE(nib->port_up);
 
 	/* The core zeroed attr (or filled in the netdev's view: ours wins). */
 	attr->state = up ? IB_PORT_ACTIVE : IB_PORT_DOWN;
@@ -523,6 +524,8 @@ static void ntrdma_ib_link_up(void *priv)
 
 	ntrdma_vx_start(nib);
 	ntrdma_export_link_up(nib);
+	/* Not before: a send in between would find no data path. */
+	WRITE_ONCE(nib->port_up, true);
 	ntrdma_ib_port_event(nib, IB_EVENT_PORT_ACTIVE);
 }
 
@@ -534,6 +537,7 @@ static void ntrdma_ib_link_down(void *priv)
 {
 	struct ntrdma_ib *nib = priv;
 
+	WRITE_ONCE(nib->port_up, false);
 	ntrdma_ib_port_event(nib, IB_EVENT_PORT_ERR);
 	/* Sends in flight complete before the QPs are flushed. */
 	ntrdma_vx_stop(nib);

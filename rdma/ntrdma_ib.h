@@ -90,6 +90,7 @@ struct ntrdma_ib {
 	struct ntrdma_dev *ndev;
 	struct ntrdma_vx *vx;		/* the data path (ntrdma_transport.c) */
 	struct ntrdma_lo *lo;		/* same-device loopback (ntrdma_lo.c) */
+	bool port_up;			/* the data path of a session runs */
 	spinlock_t atomic_lock;		/* atomics executed for the peer */
 	atomic64_t hw[NTRDMA_HW_NSTATS];
 

@@ -609,9 +609,16 @@ static void req_tx(struct ntrdma_qp *qp)
 			ntrdma_vx_kick(qp);	/* the budget: the rest later */
 			break;
 		}
+		if (rc == -ENOLINK) {
+			/* The flush of a session's end follows, or the data
+			 * path of one that began starts and wakes us.
+			 */
+			ntrdma_vx_wait_space(qp);
+			break;
+		}
 		if (rc) {
-			/* -ENOLINK, -EPROTO: the link-down flush follows. */
-			if (rc != -ENOLINK && rc != -EPROTO) {
+			/* -EPROTO: the link-down flush follows. */
+			if (rc != -EPROTO) {
 				req_error(qp, w, IB_WC_LOC_PROT_ERR);
 				w->out = true;
 				w->done = true;

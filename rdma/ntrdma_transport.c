@@ -874,6 +874,7 @@ void ntrdma_vx_start(struct ntrdma_ib *nib)
 	vx->posted_ever = true;
 	WRITE_ONCE(vx->active, true);
 	queue_work(vx->wq, &vx->rx_work);
+	queue_work(vx->wq, &vx->wake_work);	/* sends that found none */
 }
 
 /*

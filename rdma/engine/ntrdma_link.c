@@ -81,8 +81,9 @@ unsigned long ntrdma_link_leave_timeout(struct ntrdma_dev *ndev)
  * ntrdma_link_is_up() - whether a session runs
  * @ndev: the device
  *
- * Any context. A face's link_up callback has run when this turns true and
- * its link_down callback runs right after it turns false.
+ * Any context. The faces' link_up callbacks run right after this turns
+ * true (a face's own state says when its part runs), their link_down
+ * callbacks right after it turns false.
  *
  * Return: true while the handshake is done and the heartbeat alive.
  */

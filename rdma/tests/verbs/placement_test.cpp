@@ -90,7 +90,9 @@ class Placement : public DataPath {
         std::this_thread::sleep_for(milliseconds(50));
         const long long before = HwCounter(a_.name, "placed_writes");
         while (Clock::now() < deadline) {
-            if (WriteOnce(c, src, dst, 8) != IBV_WC_SUCCESS) {
+            const ibv_wc_status st = WriteOnce(c, src, dst, 8);
+            if (st != IBV_WC_SUCCESS) {
+                ADD_FAILURE() << "a WRITE failed: " << ibv_wc_status_str(st);
                 return false;
             }
             std::this_thread::sleep_for(milliseconds(50));
