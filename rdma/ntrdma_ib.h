@@ -51,6 +51,7 @@
  */
 #define NTRDMA_GFP_USER	(GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN)
 #define NTRDMA_ACK_MIN_MS	500	/* floor of the local ACK timeout */
+#define NTRDMA_MR_IDLE_WAIT	(2 * HZ)	/* an invalidated MR's DMA copies */
 
 struct dentry;
 struct seq_file;
@@ -506,6 +507,7 @@ int ntrdma_rkey_copy(struct ntrdma_qp *qp, struct ntrdma_mr *mr, u32 key,
 		     u64 addr, void *buf, u32 len);
 void ntrdma_mr_quiesce(struct ntrdma_mr *mr);
 bool ntrdma_mr_idle(struct ntrdma_mr *mr);
+bool ntrdma_mr_wait_idle(struct ntrdma_mr *mr);
 int ntrdma_mr_copy(struct ntrdma_mr *mr, u64 addr, void *buf, u32 len,
 		   bool to_mr);
 int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
