@@ -51,6 +51,7 @@
  */
 #define NTRDMA_GFP_USER	(GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN)
 #define NTRDMA_ACK_MIN_MS	500	/* floor of the local ACK timeout */
+#define NTRDMA_MR_IDLE_WAIT	(2 * HZ)	/* an invalidated MR's DMA copies */
 
 struct dentry;
 struct seq_file;
@@ -267,7 +268,7 @@ struct ntrdma_swqe {
 	u16 skip_lo;		/* ...and this (ntrdma_vx_hdr) */
 	bool inv_local;		/* READ_WITH_INV: w.imm_data is the sink key */
 	struct ntrdma_sink *sink;	/* READ: its pages, mapped for the peer */
-	struct ntrdma_mr *inv_mr;	/* LOCAL_INV: waits until it is idle */
+	struct ntrdma_mr *inv_mr;	/* LOCAL_INV, BIND_MW: wait until idle */
 	int status;		/* its completion status */
 	u32 seg_end;		/* UD, placing: the pool's count once it left */
 };
@@ -507,6 +508,7 @@ int ntrdma_rkey_copy(struct ntrdma_qp *qp, struct ntrdma_mr *mr, u32 key,
 		     u64 addr, void *buf, u32 len);
 void ntrdma_mr_quiesce(struct ntrdma_mr *mr);
 bool ntrdma_mr_idle(struct ntrdma_mr *mr);
+bool ntrdma_mr_wait_idle(struct ntrdma_mr *mr);
 int ntrdma_mr_copy(struct ntrdma_mr *mr, u64 addr, void *buf, u32 len,
 		   bool to_mr);
 int ntrdma_mr_range(struct ntrdma_mr *mr, u64 addr, u32 len,
@@ -693,7 +695,8 @@ struct ntrdma_mr *ntrdma_rkey_get(struct ntrdma_qp *qp, u32 key, int access,
 /* ntrdma_mw.c: memory windows */
 int ntrdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
 int ntrdma_dealloc_mw(struct ib_mw *ibmw);
-int ntrdma_mw_bind(struct ntrdma_qp *qp, const struct ntrdma_send_wqe *q);
+int ntrdma_mw_bind(struct ntrdma_qp *qp, const struct ntrdma_send_wqe *q,
+		   struct ntrdma_mr **prev);
 int ntrdma_mw_invalidate(struct ntrdma_mr *win, struct ib_pd *pd, u32 key,
 			 struct ntrdma_mr **parent);
 struct ntrdma_mr *ntrdma_mw_target(struct ntrdma_mr *win, struct ntrdma_qp *qp,

@@ -524,6 +524,22 @@ bool ntrdma_mr_idle(struct ntrdma_mr *mr)
 	return !atomic_read(&mr->segs);
 }
 
+/**
+ * ntrdma_mr_wait_idle() - wait until no copy from or into @mr is under way
+ * @mr: an MR whose key, or a window onto it, was invalidated
+ *
+ * Process context, no lock held. The DMA channel copies a segment in far
+ * less than NTRDMA_MR_IDLE_WAIT; one that takes longer is a failed channel.
+ *
+ * Return: true when none is left, false after NTRDMA_MR_IDLE_WAIT.
+ */
+bool ntrdma_mr_wait_idle(struct ntrdma_mr *mr)
+{
+	might_sleep();
+	return wait_var_event_timeout(&mr->segs, ntrdma_mr_idle(mr),
+				      NTRDMA_MR_IDLE_WAIT) > 0;
+}
+
 struct ib_mr *ntrdma_get_dma_mr(struct ib_pd *ibpd, int access)
 {
 	struct ntrdma_ib *nib = to_nib(ibpd->device);

@@ -76,7 +76,10 @@ int ntrdma_dealloc_mw(struct ib_mw *ibmw)
 	parent = mw_detach(nib, win);
 	xa_unlock_irqrestore(&nib->mr_xa, flags);
 	if (parent) {
-		ntrdma_mr_quiesce(parent);
+		/* No copy through it reads the pages once this returns. */
+		if (!ntrdma_mr_wait_idle(parent))
+			ibdev_warn(ibmw->device, "window %#x freed, its DMA copies not done\n",
+				   win->key);
 		ntrdma_mr_put(parent);
 	}
 	/* Not while the export walk of the key table looks at it. */
@@ -124,10 +127,13 @@ static bool mw_bind_ok(struct ntrdma_mr *win, struct ntrdma_qp *qp,
  * @q: the WQE: @rkey the window's key (its index names it), @imm_data the
  *	new key, @remote_addr and @compare_add the range, @swap the MR's
  *	lkey (low 32 bits) and the access granted (high 32 bits)
+ * @prev: set to the MR the window was bound to (a reference), if any: the
+ *	bind completes once that is idle (ntrdma_mr_idle())
  *
  * Return: 0, or -EINVAL (the WQE completes with IB_WC_MW_BIND_ERR).
  */
-int ntrdma_mw_bind(struct ntrdma_qp *qp, const struct ntrdma_send_wqe *q)
+int ntrdma_mw_bind(struct ntrdma_qp *qp, const struct ntrdma_send_wqe *q,
+		   struct ntrdma_mr **prev)
 {
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
 	int access = upper_32_bits(q->swap);
@@ -164,10 +170,7 @@ int ntrdma_mw_bind(struct ntrdma_qp *qp, const struct ntrdma_send_wqe *q)
 		rc = 0;
 	}
 	xa_unlock_irqrestore(&nib->mr_xa, flags);
-	if (old) {
-		ntrdma_mr_quiesce(old);	/* the old binding grants nothing */
-		ntrdma_mr_put(old);
-	}
+	*prev = old;	/* the old binding grants nothing */
 	if (mr)
 		ntrdma_mr_put(mr);
 	return rc;

@@ -261,19 +261,28 @@ static int req_local_inv(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 }
 
 /*
+ * BIND_MW: the window takes its new binding at once; the WQE completes
+ * once no segment through the old one is copied any more (-EINPROGRESS
+ * meanwhile, as for LOCAL_INV). Else its status.
+ */
+static int req_bind_mw(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	if (!w->inv_mr && ntrdma_mw_bind(qp, &w->w, &w->inv_mr))
+		return IB_WC_MW_BIND_ERR;
+	if (w->inv_mr && !ntrdma_mr_idle(w->inv_mr))
+		return -EINPROGRESS;
+	return 0;
+}
+
+/*
  * REG_MR, LOCAL_INV, BIND_MW: done now, in SQ order; never sent. 0, or
- * -EINPROGRESS when a LOCAL_INV waits for the copies under way.
+ * -EINPROGRESS when a LOCAL_INV or BIND_MW waits for the copies under way.
  */
 static int req_local_op(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
 	int rc;
 
-	if (w->w.opcode == IB_WR_BIND_MW) {
-		if (ntrdma_mw_bind(qp, &w->w))
-			req_error(qp, w, IB_WC_MW_BIND_ERR);
-		goto done;
-	}
 	if (w->w.opcode == IB_WR_REG_MR) {
 		if (ntrdma_mr_fast_reg(nib, (struct ntrdma_mr *)(uintptr_t)
 				       w->w.remote_addr, qp->ibqp.pd,
@@ -281,7 +290,10 @@ static int req_local_op(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 			req_error(qp, w, IB_WC_LOC_QP_OP_ERR);
 		goto done;
 	}
-	rc = req_local_inv(qp, w);
+	if (w->w.opcode == IB_WR_BIND_MW)
+		rc = req_bind_mw(qp, w);
+	else
+		rc = req_local_inv(qp, w);
 	if (rc == -EINPROGRESS)
 		return rc;
 	if (rc)

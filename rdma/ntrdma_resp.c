@@ -419,19 +419,70 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 	return 0;
 }
 
+/* The receive in qp->rcv is still ours to complete (sq_lock held). */
+static bool resp_rcv_live(struct ntrdma_qp *qp)
+{
+	lockdep_assert_held(&qp->sq_lock);
+	return qp->rcv_busy &&
+	       (qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS ||
+		qp->state == IB_QPS_SQD);
+}
+
+/*
+ * The segments of @mr on the DMA channel (READ answers) are copied before
+ * the receive that invalidated it completes: then its user may reuse the
+ * pages. sq_lock is dropped for the wait (the data path's work, no other
+ * lock held); -ENOLINK when the receive was flushed meanwhile, -EIO when
+ * the channel did not copy them in time.
+ */
+static int resp_wait_idle(struct ntrdma_qp *qp, struct ntrdma_mr *mr,
+			  unsigned long *flags)
+{
+	bool idle;
+
+	if (ntrdma_mr_idle(mr))
+		return 0;
+	spin_unlock_irqrestore(&qp->sq_lock, *flags);
+	idle = ntrdma_mr_wait_idle(mr);
+	spin_lock_irqsave(&qp->sq_lock, *flags);
+	if (!resp_rcv_live(qp))
+		return -ENOLINK;
+	if (idle)
+		return 0;
+	ibdev_warn_ratelimited(qp->ibqp.device,
+			       "QP %u: key %#x invalidated, its DMA copies not done\n",
+			       qp->ibqp.qp_num, mr->key);
+	return -EIO;
+}
+
 /*
  * SEND with invalidate, all of it in: the MR it names (ours, of the QP's
- * PD, fast-registered) stops working before its receive completes; an MR
- * that cannot be invalidated fails the receive and the QP (invalid request).
+ * PD, fast-registered, or a window) stops working, and no copy through it
+ * runs, before its receive completes; an MR that cannot be invalidated
+ * fails the receive and the QP (invalid request). 0, -ENOLINK (flushed
+ * meanwhile), or -EINVAL (the receive failed).
  */
-static int resp_invalidate(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+static int resp_invalidate(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
+			   unsigned long *flags)
 {
-	if (!ntrdma_mr_local_inv(to_nib(qp->ibqp.device), qp->ibqp.pd,
-				 h->rkey))
+	struct ntrdma_mr *target;
+	int rc = ntrdma_mr_invalidate(to_nib(qp->ibqp.device), qp->ibqp.pd,
+				      h->rkey, &target);
+
+	if (target) {
+		rc = resp_wait_idle(qp, target, flags);
+		ntrdma_mr_put(target);
+		if (rc == -ENOLINK)
+			return rc;
+	}
+	if (!rc)
 		return 0;
-	resp_complete_rcv(qp, h, IB_WC_REM_INV_REQ_ERR);
+	resp_complete_rcv(qp, h, rc == -EIO ? IB_WC_LOC_QP_OP_ERR :
+					      IB_WC_REM_INV_REQ_ERR);
 	ntrdma_resp_release_rcv(qp);
-	resp_nak(qp, h->msn, NTRDMA_VX_SYN_INV_REQ, IB_EVENT_QP_REQ_ERR);
+	resp_nak(qp, h->msn, rc == -EIO ? NTRDMA_VX_SYN_OP_ERR :
+					  NTRDMA_VX_SYN_INV_REQ,
+		 rc == -EIO ? IB_EVENT_QP_FATAL : IB_EVENT_QP_REQ_ERR);
 	return -EINVAL;
 }
 
@@ -518,7 +569,7 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	qp->rcv_len += len;
 	if (!(h->flags & NTRDMA_VX_LAST))
 		goto out;
-	if ((h->flags & NTRDMA_VX_INV) && resp_invalidate(qp, h))
+	if ((h->flags & NTRDMA_VX_INV) && resp_invalidate(qp, h, &flags))
 		goto kick;
 	if (qp->rcv_wqe)
 		resp_complete_rcv(qp, h, IB_WC_SUCCESS);

@@ -426,7 +426,8 @@ static void vx_meta_drop(struct ntrdma_seg_meta *m)
 	u32 i;
 
 	for (i = 0; i < m->nmr; i++) {
-		atomic_dec(&m->mr[i]->segs);
+		if (atomic_dec_and_test(&m->mr[i]->segs))
+			wake_up_var(&m->mr[i]->segs);	/* ntrdma_mr_wait_idle() */
 		ntrdma_mr_put(m->mr[i]);
 	}
 	m->nmr = 0;

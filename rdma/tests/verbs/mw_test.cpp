@@ -10,8 +10,10 @@
 // (EBUSY), and unbinding (type 1) or invalidating (type 2) takes effect;
 // SENDs around a bind keep their order when the first is NAKed (RNR);
 // a bind racing the dereg of its MR: one of them fails.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -68,6 +70,12 @@ class Mw : public SameDevice {
     // Bind @mw (type 1, ibv_bind_mw) to [off, off + len) of @mr through
     // the responder's QP; the completion's status.
     ibv_wc_status Bind1(ibv_mw* mw, Buf* mr, size_t off, size_t len, unsigned access) {
+        return Bind1On(c_.b, mw, mr, off, len, access);
+    }
+
+    // The same through @qp (of b's PD).
+    ibv_wc_status Bind1On(ibv_qp* qp, ibv_mw* mw, Buf* mr, size_t off, size_t len,
+                          unsigned access) {
         ibv_mw_bind b{};
         b.wr_id = 77;
         b.send_flags = IBV_SEND_SIGNALED;
@@ -75,7 +83,7 @@ class Mw : public SameDevice {
         b.bind_info.addr = mr->addr(off);
         b.bind_info.length = len;
         b.bind_info.mw_access_flags = access;
-        EXPECT_EQ(ibv_bind_mw(c_.b, mw, &b), 0);
+        EXPECT_EQ(ibv_bind_mw(qp, mw, &b), 0);
         return BindStatus();
     }
 
@@ -360,14 +368,17 @@ class MwAcross : public Mw {
         return k;
     }
 
-    // Once @seen's first byte is @v (the access is under way), LOCAL_INV
-    // of @k on @qp (of b's PD), waited for.
-    void InvalidateOnceStarted(Buf* seen, uint8_t v, uint32_t k, ibv_qp* qp) {
+    // Until @seen's first byte is @v: the access is under way.
+    static void AwaitFirstByte(Buf* seen, uint8_t v) {
         const volatile uint8_t* first = seen->p();
         const auto deadline = Clock::now() + milliseconds(10000);
         while (*first != v && Clock::now() < deadline) {
         }
         ASSERT_EQ(*first, v) << "the access's first bytes did not land in 10 s";
+    }
+
+    // LOCAL_INV of @k on @qp (of b's PD), waited for.
+    void LocalInv(uint32_t k, ibv_qp* qp) {
         ibv_send_wr inv{};
         ibv_send_wr* bad = nullptr;
         inv.wr_id = 79;
@@ -378,6 +389,61 @@ class MwAcross : public Mw {
         std::vector<ibv_wc> iw = PollCq(b_.scq, 1);
         ASSERT_EQ(iw.size(), 1u);
         ASSERT_EQ(iw[0].status, IBV_WC_SUCCESS) << WcStr(iw[0]);
+    }
+
+    // Once @seen's first byte is @v (the access is under way), LOCAL_INV
+    // of @k on @qp (of b's PD), waited for.
+    void InvalidateOnceStarted(Buf* seen, uint8_t v, uint32_t k, ibv_qp* qp) {
+        ASSERT_NO_FATAL_FAILURE(AwaitFirstByte(seen, v));
+        LocalInv(k, qp);
+    }
+
+    // A window of @type over all of a new MR of b (0xA5), READ whole into
+    // a sink of a; once the first bytes are in, @revoke(window, key, a
+    // second connection between the PDs) ends its access (@what), then
+    // the MR's bytes change (0x5A). None of the new bytes may reach the
+    // sink, and the READ fails with a remote access error.
+    void ReadThenRevoke(ibv_mw_type type, const char* what,
+                        const std::function<void(ibv_mw*, uint32_t, const Conn&)>& revoke) {
+        Buf* src = Reg(b_, kBig, kMwBind);
+        Buf* sink = Reg(a_, kBig, kLocal);
+        ASSERT_FALSE(HasFailure());
+        std::memset(src->p(), 0xA5, kBig);
+        ibv_mw* mw = AllocMw(type);
+        ASSERT_NE(mw, nullptr);
+        uint32_t k = ibv_inc_rkey(mw->rkey);
+        if (type == IBV_MW_TYPE_1) {
+            ASSERT_EQ(Bind1(mw, src, 0, kBig, IBV_ACCESS_REMOTE_READ), IBV_WC_SUCCESS);
+            k = mw->rkey;
+        } else {
+            ASSERT_EQ(Bind2(mw, k, src, 0, kBig, IBV_ACCESS_REMOTE_READ), IBV_WC_SUCCESS);
+        }
+        const Conn other = Connect();
+        ASSERT_FALSE(HasFailure());
+        Wr r = ReadWr(6, sink->sge(0, kBig), src);
+        r.rkey = k;
+        ASSERT_EQ(Post(c_.a, r), 0);
+        ASSERT_NO_FATAL_FAILURE(AwaitFirstByte(sink, 0xA5));
+        ASSERT_NO_FATAL_FAILURE(revoke(mw, k, other));
+        std::memset(src->p(), 0x5A, kBig);
+        ibv_wc rw{};
+        for (int i = 0; i < 2 && rw.wr_id != 6; i++) {  // a SEND's may come first
+            std::vector<ibv_wc> wc = PollCq(a_.scq, 1, 30000);
+            ASSERT_EQ(wc.size(), 1u) << "no completion for the READ";
+            rw = wc[0];
+        }
+        ASSERT_EQ(rw.wr_id, 6u);
+        std::this_thread::sleep_for(milliseconds(200));
+        const size_t old_bytes = Count(sink, 0xA5);
+        const size_t new_bytes = Count(sink, 0x5A);
+        std::cout << "[ NOTE     ] " << old_bytes << " of " << kBig << " bytes read before the "
+                  << what << " completed" << std::endl;
+        if (old_bytes == kBig) {
+            GTEST_SKIP() << "the READ was all done before the " << what
+                         << " completed: nothing shown";
+        }
+        EXPECT_EQ(rw.status, IBV_WC_REM_ACCESS_ERR) << WcStr(rw);
+        EXPECT_EQ(new_bytes, 0u) << "bytes read after the " << what << " completed";
     }
 
     static size_t Count(Buf* b, uint8_t v) { return std::count(b->p(), b->p() + kBig, v); }
@@ -413,39 +479,59 @@ TEST_F(MwAcross, NothingLandsAfterALocalInvUnderAWrite) {
     EXPECT_EQ(after, at_inv) << "bytes landed after the LOCAL_INV completed";
 }
 
-// Type 2: LOCAL_INV on the target while a large READ through the window
-// goes out, posted on a second QP of the target's PD (the READ's own QP
-// sends all its answers before its next work request). The target's
-// bytes change once the LOCAL_INV completed: no byte read after that
-// reaches the reader (none of the new value in its sink), and the READ
-// fails with a remote access error.
+// A large READ through a window goes out; once its first bytes are in,
+// the window stops granting access, by an operation on another QP than
+// the READ's (whose SQ sends all its answers before its next work
+// request). The target's bytes change as soon as that completed: no byte
+// read after it reaches the reader (none of the new value in its sink),
+// and the READ fails with a remote access error.
 TEST_F(MwAcross, NothingIsReadAfterALocalInvUnderARead) {
-    Buf* src = Reg(b_, kBig, kMwBind);
-    Buf* sink = Reg(a_, kBig, kLocal);
+    ASSERT_NO_FATAL_FAILURE(
+        ReadThenRevoke(IBV_MW_TYPE_2, "LOCAL_INV",
+                       [&](ibv_mw*, uint32_t k, const Conn& other) { LocalInv(k, other.b); }));
+}
+
+// The same with the invalidation sent by the reader: a SEND with
+// invalidate of the window's key, on a second connection to the target's
+// PD. Its receive completes only once no copy of the READ's answer reads
+// the pages any more.
+TEST_F(MwAcross, NothingIsReadAfterASendWithInvUnderARead) {
+    Buf* msg = Reg(a_, 4096, kLocal);
+    Buf* rcv = Reg(b_, 4096, kLocal);
     ASSERT_FALSE(HasFailure());
-    std::memset(src->p(), 0xA5, kBig);
-    const uint32_t k = BindBig(src, IBV_ACCESS_REMOTE_READ);
-    ASSERT_FALSE(HasFailure());
-    const Conn other = Connect();
-    ASSERT_FALSE(HasFailure());
-    Wr r = ReadWr(6, sink->sge(0, kBig), src);
-    r.rkey = k;
-    ASSERT_EQ(Post(c_.a, r), 0);
-    InvalidateOnceStarted(sink, 0xA5, k, other.b);
-    ASSERT_FALSE(HasFailure());
-    std::memset(src->p(), 0x5A, kBig);
-    std::vector<ibv_wc> rw = PollCq(a_.scq, 1, 30000);
-    ASSERT_EQ(rw.size(), 1u) << "no completion for the READ";
-    std::this_thread::sleep_for(milliseconds(200));
-    const size_t old_bytes = Count(sink, 0xA5);
-    const size_t new_bytes = Count(sink, 0x5A);
-    std::cout << "[ NOTE     ] " << old_bytes << " of " << kBig
-              << " bytes read before the LOCAL_INV completed" << std::endl;
-    if (old_bytes == kBig) {
-        GTEST_SKIP() << "the READ was all done before the LOCAL_INV completed: nothing shown";
-    }
-    EXPECT_EQ(rw[0].status, IBV_WC_REM_ACCESS_ERR) << WcStr(rw[0]);
-    EXPECT_EQ(new_bytes, 0u) << "bytes read after the LOCAL_INV completed";
+    auto send_inv = [&](ibv_mw*, uint32_t k, const Conn& other) {
+        ASSERT_EQ(PostRecv(other.b, 81, {rcv->sge(0, 8)}), 0);
+        Wr inv = SendWr(80, msg->sge(0, 8));
+        inv.op = IBV_WR_SEND_WITH_INV;
+        inv.imm = k;  // invalidate_rkey shares imm_data's place
+        ASSERT_EQ(Post(other.a, inv), 0);
+        std::vector<ibv_wc> got = PollCq(b_.rcq, 1, 30000);
+        ASSERT_EQ(got.size(), 1u) << "no receive for the SEND with invalidate";
+        ASSERT_EQ(got[0].status, IBV_WC_SUCCESS) << WcStr(got[0]);
+        ASSERT_TRUE(got[0].wc_flags & IBV_WC_WITH_INV);
+        ASSERT_EQ(got[0].invalidated_rkey, k);
+    };
+    ASSERT_NO_FATAL_FAILURE(ReadThenRevoke(IBV_MW_TYPE_2, "SEND_WITH_INV receive", send_inv));
+}
+
+// The same with the window freed: ibv_dealloc_mw returns once no copy
+// through it reads the pages any more.
+TEST_F(MwAcross, NothingIsReadAfterAWindowIsFreedUnderARead) {
+    ASSERT_NO_FATAL_FAILURE(
+        ReadThenRevoke(IBV_MW_TYPE_2, "dealloc_mw", [&](ibv_mw* mw, uint32_t, const Conn&) {
+            mws_.erase(std::find(mws_.begin(), mws_.end(), mw));
+            ASSERT_EQ(ibv_dealloc_mw(mw), 0);
+        }));
+}
+
+// The same with a type 1 window bound again, to one page, through
+// another QP: the bind completes once no copy through the old binding
+// reads the pages any more.
+TEST_F(MwAcross, NothingIsReadAfterAWindowIsBoundAgainUnderARead) {
+    auto rebind = [&](ibv_mw* mw, uint32_t, const Conn& other) {
+        ASSERT_EQ(Bind1On(other.b, mw, mr_, 0, 4096, IBV_ACCESS_REMOTE_READ), IBV_WC_SUCCESS);
+    };
+    ASSERT_NO_FATAL_FAILURE(ReadThenRevoke(IBV_MW_TYPE_1, "bind", rebind));
 }
 
 }  // namespace
