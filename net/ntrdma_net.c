@@ -126,7 +126,8 @@ struct ntrdma_net {
 	struct ntrdma_dev *ndev;
 	struct net_device *netdev;
 	bool active;		/* a link session's datapath runs (rtnl) */
-	spinlock_t carrier_lock;	/* active off vs. the carrier's update */
+	struct mutex carrier_lock;	/* active off vs. the carrier's update */
+	struct work_struct carrier_work;	/* the peer's netdev state changed */
 	u32 rx_buf_len;		/* bytes the peer may write per buffer */
 	u32 rx_alloc_len;
 	const struct ntr_rx_ops *rx_ops;	/* set at the first session */
@@ -534,17 +535,16 @@ static void ntr_tqp_rx(void *ctx)
 
 /* Carrier: a session runs, we are up, and so is the peer's netdev, which
  * tells (queue 0's state word) how many queue pairs it has: both sides send
- * on the smaller number. Any context; under carrier_lock, so a session that
- * stopped (ntr_session_stop()) never sees its carrier turned back on.
+ * on the smaller number. Process context; under carrier_lock, so a session
+ * that stopped (ntr_session_stop()) never sees its carrier turned back on.
  */
 static void ntr_update_carrier(struct ntrdma_net *net)
 {
 	struct net_device *dev = net->netdev;
-	unsigned long flags;
 	bool bad = false;
 	u32 peer = 0;
 
-	spin_lock_irqsave(&net->carrier_lock, flags);
+	mutex_lock(&net->carrier_lock);
 	if (READ_ONCE(net->active) && netif_running(dev))
 		peer = ntrdma_tqp_peer_state(net->q[0].tqp);
 	if (peer > NTR_MAX_QUEUES) {
@@ -553,6 +553,7 @@ static void ntr_update_carrier(struct ntrdma_net *net)
 	}
 	WRITE_ONCE(net->tx_nq, min_t(u32, peer, net->nq));
 	if (peer) {
+		ntrdma_fault_pause(net->ndev, "carrier");
 		if (!netif_carrier_ok(dev))
 			netif_carrier_on(dev);
 		netif_tx_wake_all_queues(dev);
@@ -560,16 +561,22 @@ static void ntr_update_carrier(struct ntrdma_net *net)
 		netif_carrier_off(dev);
 		netif_tx_stop_all_queues(dev);
 	}
-	spin_unlock_irqrestore(&net->carrier_lock, flags);
+	mutex_unlock(&net->carrier_lock);
 	if (bad)
 		ntrdma_link_proto_error(net->ndev, "peer netdev state out of range");
 }
 
+static void ntr_carrier_work(struct work_struct *work)
+{
+	ntr_update_carrier(container_of(work, struct ntrdma_net, carrier_work));
+}
+
+/* The peer's state doorbell (any context): the carrier follows in a work. */
 static void ntr_tqp_peer_state(void *ctx)
 {
 	struct ntr_queue *q = ctx;
 
-	ntr_update_carrier(q->net);
+	schedule_work(&q->net->carrier_work);
 }
 
 /* Tell the peer whether (and on how many queues) to send to us. */
@@ -771,16 +778,15 @@ static void ntr_session_start(struct ntrdma_net *net)
 
 static void ntr_session_stop(struct ntrdma_net *net)
 {
-	unsigned long flags;
 	int i;
 
 	if (!net->active)
 		return;
-	spin_lock_irqsave(&net->carrier_lock, flags);
+	mutex_lock(&net->carrier_lock);
 	WRITE_ONCE(net->active, false);
 	WRITE_ONCE(net->tx_nq, 0);
 	netif_carrier_off(net->netdev);
-	spin_unlock_irqrestore(&net->carrier_lock, flags);
+	mutex_unlock(&net->carrier_lock);
 	netif_tx_disable(net->netdev);
 	for (i = 0; i < net->nq; i++) {
 		napi_disable(&net->q[i].napi);
@@ -1068,7 +1074,8 @@ static int ntr_add(struct ntrdma_dev *ndev, void **priv)
 		return -ENOMEM;
 	net = netdev_priv(dev);
 	net->ndev = ndev;
-	spin_lock_init(&net->carrier_lock);
+	mutex_init(&net->carrier_lock);
+	INIT_WORK(&net->carrier_work, ntr_carrier_work);
 	net->netdev = dev;
 	net->nq = nq;
 	net->rx_buf_len = NTR_MAX_FRAME;
@@ -1129,6 +1136,8 @@ static void ntr_del(void *priv, bool peer_quiet)
 			ntr_free_quarantine(&net->q[i]);
 	}
 	ntr_queues_fini(net, net->nq);
+	/* No doorbell queues it any more; with no session it reads no queue. */
+	cancel_work_sync(&net->carrier_work);
 	kvfree(net->q);
 	free_netdev(net->netdev);
 }

@@ -21,7 +21,7 @@ B_IP=10.78.0.2
 NTB_DRV=/sys/bus/ntb/drivers/ntrdma
 
 ktap_header
-ktap_plan 32
+ktap_plan 33
 
 need_ntb_pair
 
@@ -187,7 +187,30 @@ $A "ip link set $IFA down" && $A "ip link set $IFA up" &&
 ktap_check "ifdown/ifup: carrier and traffic back" \
 	wait_for 5 ping_ok
 
-# 11: 256 MiB with sha256 on both ends
+# 11: carrier and session agree: A's carrier work, which turns the carrier
+# on (B's netdev came up), is held open for 1 s (the inject "pause MS
+# carrier") while A's session stops; A's carrier ends off.
+DBG_A=$(grep -l "^ntb: $LOCAL_DEV\$" "$DEBUGFS"/ntrdma/*/info 2>/dev/null |
+	head -1 | xargs -r dirname)
+if [ -z "$DBG_A" ] || [ ! -w "$DBG_A/inject" ]; then
+	ktap_fail "carrier off after a session stop that met a carrier update (no inject file for $LOCAL_DEV)"
+else
+	$B "ip link set $IFB down"
+	wait_for 5 carrier_is A 0
+	echo "pause 1000 carrier" > "$DBG_A/inject"
+	$B "ip link set $IFB up"
+	sleep 0.2
+	echo link_off > "$DBG_A/inject"
+	sleep 2
+	c=$($A "cat /sys/class/net/$IFA/carrier" 2>/dev/null)
+	echo "pause 0" > "$DBG_A/inject"
+	echo link_on > "$DBG_A/inject"
+	ktap_check "carrier off after a session stop that met a carrier update (carrier ${c:-?})" \
+		test "$c" = 0
+	wait_for 20 ping_ok || ktap_diag "no ping 20 s after link_on"
+fi
+
+# 12: 256 MiB with sha256 on both ends
 $A "head -c 268435456 /dev/urandom > /tmp/ntr.blob && sha256sum < /tmp/ntr.blob | cut -d' ' -f1 > /tmp/ntr.sha"
 $B "rm -f /tmp/ntr.rx.sha; (busybox nc -l -p 5301 | sha256sum | cut -d' ' -f1 > /tmp/ntr.rx.sha) >/dev/null 2>&1 &"
 sleep 1
@@ -210,7 +233,7 @@ wait_for 5 bql_idle
 ktap_check "BQL: in-flight bytes back to 0 after traffic (limit $(bql A "$IFA" limit))" \
 	bql_idle
 
-# 12: counters add up: what A sent B received. Frames in flight when a
+# 13: counters add up: what A sent B received. Frames in flight when a
 # session ends are lost, as on any link that goes down: the receiver counts
 # those it saw completed as dropped, those written after it left are lost
 # on the "wire". Without a link loss everything must match exactly.
@@ -238,7 +261,7 @@ else
 		test "$atx" -ge $((brx + bdrop)) -a "$btx" -ge $((arx + adrop)) -a $((aerr + berr)) = 0
 fi
 
-# 13-14: the peer's driver goes away and comes back
+# 14-15: the peer's driver goes away and comes back
 t0=$(now_ms)
 if is_pair; then
 	peer "modprobe -r ntrdma" &
@@ -263,7 +286,7 @@ config_side B "$REMOTE_DEV" "$B_IP"
 ktap_check "peer driver reloaded: carrier and traffic back" \
 	wait_for 10 ping_ok
 
-# 15: peer host killed (two hosts only)
+# 16: peer host killed (two hosts only)
 if [ "${NTRDMA_TOPO:-}" = pair ]; then
 	t0=$(now_ms)
 	testbed-ctl kill-peer >/dev/null
@@ -283,7 +306,7 @@ else
 	ktap_skip "peer host killed" "loopback: the peer is this host"
 fi
 
-# 16: local unload during iperf3
+# 17: local unload during iperf3
 $B "iperf3 -s -1 -D -p 5203 >/dev/null 2>&1"
 sleep 1
 $A "iperf3 -c $B_IP -p 5203 -t 30 >/dev/null 2>&1 &"
@@ -293,11 +316,11 @@ drop_tcp 5203
 is_pair || { ip netns del ntA 2>/dev/null; ip netns del ntB 2>/dev/null; }
 ktap_check "local unload during iperf3: clean" test $rc = 0
 
-# 17: the link returns after the local reload
+# 18: the link returns after the local reload
 bring_up
 ktap_check "local reload: carrier and traffic back" wait_for 10 ping_ok
 
-# 18-19: load/unload cycles under traffic, no leaks
+# 19-20: load/unload cycles under traffic, no leaks
 # Receive buffers are ~66 KiB kmallocs (page allocator, not slab): one
 # leaked session is 32 MiB per side. Over the cycles free memory may drift by
 # a few MiB (namespace teardown is asynchronous), far below a buffer leak:
@@ -332,13 +355,13 @@ ktap_check "$CYCLES load/unload cycles under traffic" test "$cyc_ok" = "$CYCLES"
 ktap_check "no leak: module refcounts equal, MemAvailable within 8 MiB per cycle" \
 	test "$r0" = "$r1" -a $((s0 - s1)) -lt $((CYCLES * 8192))
 
-# 20-22: counters and state from debugfs and ethtool after a fresh start
+# 21-23: counters and state from debugfs and ethtool after a fresh start
 bring_up
 ktap_check "debugfs: link up" grep -q '^link: up' /sys/kernel/debug/ntrdma/ntrdma0/info
 ktap_check "ethtool -i/-S/-k/-l work" $A "ethtool -i $IFA >/dev/null && ethtool -S $IFA >/dev/null && ethtool -k $IFA >/dev/null && ethtool -l $IFA >/dev/null"
 ktap_check "no protocol errors" sh -c "! grep -q '^proto_errors: [1-9]' /sys/kernel/debug/ntrdma/*/info"
 
-# 23-25: receive buffer allocations failing on B (test builds' fault
+# 24-26: receive buffer allocations failing on B (test builds' fault
 # injection): receive must never die of it. The refill is retried from a
 # timer; without that, once every posted buffer is used no completion
 # comes to trigger a refill and B's receive is dead until the link bounces.
@@ -380,7 +403,7 @@ else
 	$B "pkill iperf3" 2>/dev/null
 fi
 
-# 26-27: A's DMA channel refusing every 3rd copy (a fixed ring that is
+# 27-28: A's DMA channel refusing every 3rd copy (a fixed ring that is
 # full): not an error; the frame goes by CPU or waits for the next DMA
 # completion. iperf3 runs on, and no frame is counted as a transmit error.
 DBGA=$(grep -l "^ntb: $LOCAL_DEV\$" $DEBUGFS/ntrdma/*/info | head -1 | xargs -r dirname)
