@@ -100,6 +100,14 @@ int ntrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 	return 0;
 }
 
+/* The ring's flags (ibv_wc's values) as the kernel's ib_wc has them. */
+static int ntrdma_wc_flags(u32 f)
+{
+	return (f & NTRDMA_WC_GRH ? IB_WC_GRH : 0) |
+	       (f & NTRDMA_WC_WITH_IMM ? IB_WC_WITH_IMM : 0) |
+	       (f & NTRDMA_WC_WITH_INV ? IB_WC_WITH_INVALIDATE : 0);
+}
+
 static void ntrdma_cqe_to_wc(struct ntrdma_ib *nib, const struct ntrdma_cqe *e,
 			     struct ib_wc *wc)
 {
@@ -109,7 +117,7 @@ static void ntrdma_cqe_to_wc(struct ntrdma_ib *nib, const struct ntrdma_cqe *e,
 	wc->opcode = e->opcode;
 	wc->byte_len = e->byte_len;
 	wc->ex.imm_data = (__force __be32)e->imm_data;
-	wc->wc_flags = e->wc_flags;
+	wc->wc_flags = ntrdma_wc_flags(e->wc_flags);
 	wc->src_qp = e->src_qp;
 	wc->vendor_err = e->vendor_err;
 	wc->port_num = 1;

@@ -121,11 +121,11 @@ static void resp_complete_rcv(struct ntrdma_qp *qp,
 
 	if (h->flags & NTRDMA_VX_IMM) {
 		e.imm_data = h->imm;
-		e.wc_flags = IB_WC_WITH_IMM;
+		e.wc_flags = NTRDMA_WC_WITH_IMM;
 	}
 	if ((h->flags & NTRDMA_VX_INV) && !status) {
 		e.imm_data = h->rkey;	/* ex.invalidate_rkey */
-		e.wc_flags = IB_WC_WITH_INVALIDATE;
+		e.wc_flags = NTRDMA_WC_WITH_INV;
 	}
 	ntrdma_qp_complete(qp, qp->ibqp.recv_cq, &e,
 			   h->flags & NTRDMA_VX_SOLICITED);

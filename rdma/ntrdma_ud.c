@@ -179,12 +179,12 @@ static void ud_complete(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		.byte_len = status ? 0 : sizeof(struct ib_grh) + h->total,
 		.qp_num = qp->ibqp.qp_num,
 		.src_qp = h->src_qpn,
-		.wc_flags = IB_WC_GRH,
+		.wc_flags = NTRDMA_WC_GRH,
 	};
 
 	if (h->flags & NTRDMA_VX_IMM) {
 		e.imm_data = h->imm;
-		e.wc_flags |= IB_WC_WITH_IMM;
+		e.wc_flags |= NTRDMA_WC_WITH_IMM;
 	}
 	ntrdma_qp_complete(qp, qp->ibqp.recv_cq, &e,
 			   h->flags & NTRDMA_VX_SOLICITED);

@@ -61,6 +61,16 @@ struct ntrdma_sge {
 	__u32 lkey;
 };
 
+/*
+ * A completion's flags, as ibv_wc has them. The kernel's IB_WC_* differ
+ * (IB_WC_WITH_INVALIDATE is IBV_WC_IP_CSUM_OK's bit).
+ */
+enum ntrdma_wc_flags {
+	NTRDMA_WC_GRH		= 1 << 0,	/* IBV_WC_GRH */
+	NTRDMA_WC_WITH_IMM	= 1 << 1,	/* IBV_WC_WITH_IMM */
+	NTRDMA_WC_WITH_INV	= 1 << 3,	/* IBV_WC_WITH_INV */
+};
+
 /* A completion, as ibv_wc carries it (opcode and status: IBV_WC_* values). */
 struct ntrdma_cqe {
 	__aligned_u64 wr_id;
@@ -69,7 +79,7 @@ struct ntrdma_cqe {
 	__u32 byte_len;
 	__u32 qp_num;
 	__u32 imm_data;		/* big endian, as on the wire */
-	__u32 wc_flags;		/* IBV_WC_WITH_IMM ... */
+	__u32 wc_flags;		/* NTRDMA_WC_*: the IBV_WC_* values */
 	__u32 src_qp;
 	__u32 vendor_err;
 };
