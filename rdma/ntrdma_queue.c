@@ -90,7 +90,11 @@ static int ntrdma_mmap_pages(struct vm_area_struct *vma, void *buf)
 		if (rc)
 			return rc;
 	}
+#ifdef NTRDMA_VM_FLAGS_SET
+	vm_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP);
+#else
 	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP;
+#endif
 	return 0;
 }
 
