@@ -18,7 +18,9 @@
 #                   built by DKMS on install) and libntrdma1 (the provider)
 #   make install    on a real host: the rdma-core provider (libntrdma-rdmav34.so
 #                   into libibverbs' provider directory, ntrdma.driver into
-#                   /etc/libibverbs.d) and the kernel modules; DESTDIR honoured
+#                   /etc/libibverbs.d) and the kernel modules, with the NTB
+#                   core and hardware drivers where the kernel has no
+#                   CONFIG_NTB; DESTDIR honoured
 
 ROOT      := $(CURDIR)
 
@@ -65,7 +67,7 @@ all: modules user
 kernel-ext:
 	@test -f $(KDIR)/.config || { echo "make: no kernel build tree at $(KDIR)" \
 		"(scripts/install-deps.sh installs linux-headers-amd64; KVER='$(KVER)')" >&2; exit 1; }
-	@$(ROOT)/scripts/build-kernel-ext.sh
+	+@$(ROOT)/scripts/build-kernel-ext.sh
 
 modules: kernel-ext
 	+$(KMAKE) modules
@@ -127,15 +129,17 @@ deb: user
 	@$(ROOT)/scripts/mkdeb.sh
 
 # What DKMS runs in its copy of the sources (scripts/deb/dkms.conf.in): the
-# NTB core from linux-source and our modules; no test hooks, no apt-get.
+# NTB modules (core, hardware drivers, clients) from the packaged
+# linux-source subset and our modules; no test hooks, no apt-get.
 dkms-modules:
-	@KEXT_CORE_ONLY=1 $(ROOT)/scripts/build-kernel-ext.sh
+	+@KEXT_NTB_ONLY=1 $(ROOT)/scripts/build-kernel-ext.sh
 	+$(KMAKE) CONFIG_NTRDMA_TEST_HOOKS=n CONFIG_NTRDMA_KVERBS_TEST=n modules
 
 install: all
 	DESTDIR=$(DESTDIR) cmake --install $(USERBUILD) --component provider
 	+$(KMAKE) CONFIG_NTRDMA_TEST_HOOKS=n modules
 	+$(KMAKE) CONFIG_NTRDMA_TEST_HOOKS=n INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=extra/ntrdma modules_install
+	$(ROOT)/scripts/build-kernel-ext.sh --install $(DESTDIR)
 	$(if $(DESTDIR),,depmod -a $(KVER))
 
 clean:

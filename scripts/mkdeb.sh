@@ -3,12 +3,15 @@
 #
 # Debian packages of NTRDMA (make deb), into build/deb/ (DEB_OUT):
 #   ntrdma-dkms_V_all.deb   the kernel sources under /usr/src/ntrdma-V with
-#                           their dkms.conf; installing it builds ntb.ko (the
-#                           NTB core), ntrdma.ko and ntb_hw_ivshmem.ko for the
-#                           running kernel. The NTB core's source (Debian's
-#                           kernels leave CONFIG_NTB out) is the build host's
-#                           linux-source copy for its kernel (ntb-core/, not
-#                           in git); other kernels need their linux-source.
+#                           their dkms.conf; installing it builds ntrdma.ko
+#                           and ntb_hw_ivshmem.ko for the running kernel and,
+#                           where it has no CONFIG_NTB (Debian's kernels),
+#                           the kernel's NTB modules: the core ntb.ko, the
+#                           hardware drivers, ntb_transport, ntb_netdev and
+#                           the test clients. Their sources come from the
+#                           build host's linux-source packages, one folder
+#                           per kernel series (ntb-core/X.Y/, not in git);
+#                           other kernel series need their linux-source.
 #   libntrdma1_V_ARCH.deb   the rdma-core provider (libntrdma-rdmav34.so in
 #                           libibverbs' provider directory, ntrdma.driver)
 # V = 0.<commits>, from git. Built with dpkg-deb from the work tree (git's
@@ -47,15 +50,22 @@ stage_script() {
 	chmod 0755 "$2"
 }
 
-# stage_ntb_core DIR: drivers/ntb/core.c of this host's kernel, and its
-# major.minor (scripts/build-kernel-ext.sh uses it when the target matches).
+# stage_ntb_core DIR: the NTB sources (the files and folders
+# build-kernel-ext.sh --sources names) of each /usr/src/linux-source-X.Y.tar.xz,
+# under DIR/X.Y/ as in linux-source (build-kernel-ext.sh builds from them for
+# a kernel of that series).
 stage_ntb_core() {
-	local kver core=$ROOT/build/linux-src/drivers/ntb/core.c
-	kver=$("$ROOT/scripts/kver.sh")
-	[ -f "$core" ] || KVER=$kver "$ROOT/scripts/build-kernel-ext.sh" >/dev/null
-	mkdir -p "$1"
-	cp "$core" "$1/core.c"
-	sed -n 's/^\([0-9]*\.[0-9]*\).*/\1/p' <<<"$kver" >"$1/VERSION"
+	local tar mm top srcs
+	mapfile -t srcs < <("$ROOT/scripts/build-kernel-ext.sh" --sources)
+	[ ${#srcs[@]} -gt 0 ] || return 1
+	for tar in /usr/src/linux-source-*.tar.xz; do
+		[ -f "$tar" ] || continue
+		top=$(basename "$tar" .tar.xz)
+		mm=${top#linux-source-}
+		mkdir -p "$1/$mm"
+		tar -C "$1/$mm" --strip-components=1 -xJf "$tar" "${srcs[@]/#/$top/}"
+	done
+	[ -n "$(ls "$1")" ] || { echo "mkdeb: no /usr/src/linux-source-*.tar.xz for the NTB modules" >&2; return 1; }
 }
 
 build_dkms() {
