@@ -70,12 +70,6 @@ class Mw : public SameDevice {
     // Bind @mw (type 1, ibv_bind_mw) to [off, off + len) of @mr through
     // the responder's QP; the completion's status.
     ibv_wc_status Bind1(ibv_mw* mw, Buf* mr, size_t off, size_t len, unsigned access) {
-        return Bind1On(c_.b, mw, mr, off, len, access);
-    }
-
-    // The same through @qp (of b's PD).
-    ibv_wc_status Bind1On(ibv_qp* qp, ibv_mw* mw, Buf* mr, size_t off, size_t len,
-                          unsigned access) {
         ibv_mw_bind b{};
         b.wr_id = 77;
         b.send_flags = IBV_SEND_SIGNALED;
@@ -83,7 +77,7 @@ class Mw : public SameDevice {
         b.bind_info.addr = mr->addr(off);
         b.bind_info.length = len;
         b.bind_info.mw_access_flags = access;
-        EXPECT_EQ(ibv_bind_mw(qp, mw, &b), 0);
+        EXPECT_EQ(ibv_bind_mw(c_.b, mw, &b), 0);
         return BindStatus();
     }
 
@@ -398,26 +392,21 @@ class MwAcross : public Mw {
         LocalInv(k, qp);
     }
 
-    // A window of @type over all of a new MR of b (0xA5), READ whole into
+    // A type 2 window over all of a new MR of b (0xA5), READ whole into
     // a sink of a; once the first bytes are in, @revoke(window, key, a
     // second connection between the PDs) ends its access (@what), then
     // the MR's bytes change (0x5A). None of the new bytes may reach the
     // sink, and the READ fails with a remote access error.
-    void ReadThenRevoke(ibv_mw_type type, const char* what,
+    void ReadThenRevoke(const char* what,
                         const std::function<void(ibv_mw*, uint32_t, const Conn&)>& revoke) {
         Buf* src = Reg(b_, kBig, kMwBind);
         Buf* sink = Reg(a_, kBig, kLocal);
         ASSERT_FALSE(HasFailure());
         std::memset(src->p(), 0xA5, kBig);
-        ibv_mw* mw = AllocMw(type);
+        ibv_mw* mw = AllocMw(IBV_MW_TYPE_2);
         ASSERT_NE(mw, nullptr);
-        uint32_t k = ibv_inc_rkey(mw->rkey);
-        if (type == IBV_MW_TYPE_1) {
-            ASSERT_EQ(Bind1(mw, src, 0, kBig, IBV_ACCESS_REMOTE_READ), IBV_WC_SUCCESS);
-            k = mw->rkey;
-        } else {
-            ASSERT_EQ(Bind2(mw, k, src, 0, kBig, IBV_ACCESS_REMOTE_READ), IBV_WC_SUCCESS);
-        }
+        const uint32_t k = ibv_inc_rkey(mw->rkey);
+        ASSERT_EQ(Bind2(mw, k, src, 0, kBig, IBV_ACCESS_REMOTE_READ), IBV_WC_SUCCESS);
         const Conn other = Connect();
         ASSERT_FALSE(HasFailure());
         Wr r = ReadWr(6, sink->sge(0, kBig), src);
@@ -486,9 +475,8 @@ TEST_F(MwAcross, NothingLandsAfterALocalInvUnderAWrite) {
 // read after it reaches the reader (none of the new value in its sink),
 // and the READ fails with a remote access error.
 TEST_F(MwAcross, NothingIsReadAfterALocalInvUnderARead) {
-    ASSERT_NO_FATAL_FAILURE(
-        ReadThenRevoke(IBV_MW_TYPE_2, "LOCAL_INV",
-                       [&](ibv_mw*, uint32_t k, const Conn& other) { LocalInv(k, other.b); }));
+    ASSERT_NO_FATAL_FAILURE(ReadThenRevoke(
+        "LOCAL_INV", [&](ibv_mw*, uint32_t k, const Conn& other) { LocalInv(k, other.b); }));
 }
 
 // The same with the invalidation sent by the reader: a SEND with
@@ -511,27 +499,16 @@ TEST_F(MwAcross, NothingIsReadAfterASendWithInvUnderARead) {
         ASSERT_TRUE(got[0].wc_flags & IBV_WC_WITH_INV);
         ASSERT_EQ(got[0].invalidated_rkey, k);
     };
-    ASSERT_NO_FATAL_FAILURE(ReadThenRevoke(IBV_MW_TYPE_2, "SEND_WITH_INV receive", send_inv));
+    ASSERT_NO_FATAL_FAILURE(ReadThenRevoke("SEND_WITH_INV receive", send_inv));
 }
 
 // The same with the window freed: ibv_dealloc_mw returns once no copy
 // through it reads the pages any more.
 TEST_F(MwAcross, NothingIsReadAfterAWindowIsFreedUnderARead) {
-    ASSERT_NO_FATAL_FAILURE(
-        ReadThenRevoke(IBV_MW_TYPE_2, "dealloc_mw", [&](ibv_mw* mw, uint32_t, const Conn&) {
-            mws_.erase(std::find(mws_.begin(), mws_.end(), mw));
-            ASSERT_EQ(ibv_dealloc_mw(mw), 0);
-        }));
-}
-
-// The same with a type 1 window bound again, to one page, through
-// another QP: the bind completes once no copy through the old binding
-// reads the pages any more.
-TEST_F(MwAcross, NothingIsReadAfterAWindowIsBoundAgainUnderARead) {
-    auto rebind = [&](ibv_mw* mw, uint32_t, const Conn& other) {
-        ASSERT_EQ(Bind1On(other.b, mw, mr_, 0, 4096, IBV_ACCESS_REMOTE_READ), IBV_WC_SUCCESS);
-    };
-    ASSERT_NO_FATAL_FAILURE(ReadThenRevoke(IBV_MW_TYPE_1, "bind", rebind));
+    ASSERT_NO_FATAL_FAILURE(ReadThenRevoke("dealloc_mw", [&](ibv_mw* mw, uint32_t, const Conn&) {
+        mws_.erase(std::find(mws_.begin(), mws_.end(), mw));
+        ASSERT_EQ(ibv_dealloc_mw(mw), 0);
+    }));
 }
 
 }  // namespace
