@@ -599,6 +599,13 @@ void req_release(struct ntrdma_swqe *w);
 void req_error(struct ntrdma_qp *qp, struct ntrdma_swqe *w, int status);
 
 /* Shared with ntrdma_comp.c, inline: both files call them in loops. */
+/* In @state a QP's responder takes the peer's requests and answers. */
+static inline bool ntrdma_qp_answers(enum ib_qp_state state)
+{
+	return state == IB_QPS_RTR || state == IB_QPS_RTS ||
+	       state == IB_QPS_SQD;
+}
+
 static inline struct ntrdma_swqe *swqe(struct ntrdma_qp *qp, u32 idx)
 {
 	return &qp->swq[idx & (qp->sq.entries - 1)];

@@ -177,13 +177,6 @@ err_destroy:
 	return rc;
 }
 
-/* In @state a QP's responder answers the peer. */
-static bool ntrdma_qp_answers(enum ib_qp_state state)
-{
-	return state == IB_QPS_RTR || state == IB_QPS_RTS ||
-	       state == IB_QPS_SQD;
-}
-
 static void ntrdma_qp_reset_locked(struct ntrdma_qp *qp);
 
 int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
@@ -469,11 +462,6 @@ static bool ntrdma_cm_modify_ok(struct ntrdma_qp *qp, enum ib_qp_state cur,
 	       (next == IB_QPS_INIT || next == IB_QPS_RTR);
 }
 
-static bool qp_takes_requests(enum ib_qp_state st)
-{
-	return st == IB_QPS_RTR || st == IB_QPS_RTS || st == IB_QPS_SQD;
-}
-
 /*
  * Direct placement: the peer learns that the QP takes WRITEs (entering
  * RTR/RTS, or new access or destination there) or no longer does.
@@ -481,15 +469,15 @@ static bool qp_takes_requests(enum ib_qp_state st)
 static void ntrdma_qp_export_state(struct ntrdma_qp *qp, enum ib_qp_state cur,
 				   enum ib_qp_state next, int mask)
 {
-	bool changed = !qp_takes_requests(cur) ||
+	bool changed = !ntrdma_qp_answers(cur) ||
 		       (mask & (IB_QP_ACCESS_FLAGS | IB_QP_DEST_QPN));
 
 	if (qp->ibqp.qp_type != IB_QPT_RC)
 		return;	/* UD takes no placements */
 	/* A loopback QP takes nothing from the peer. */
-	if (qp_takes_requests(next) && !qp->loopback && changed)
+	if (ntrdma_qp_answers(next) && !qp->loopback && changed)
 		ntrdma_export_qp(qp, true);
-	else if (!qp_takes_requests(next) || qp->loopback)
+	else if (!ntrdma_qp_answers(next) || qp->loopback)
 		ntrdma_export_qp(qp, false);
 }
 

@@ -423,9 +423,7 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 static bool resp_rcv_live(struct ntrdma_qp *qp)
 {
 	lockdep_assert_held(&qp->sq_lock);
-	return qp->rcv_busy &&
-	       (qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS ||
-		qp->state == IB_QPS_SQD);
+	return qp->rcv_busy && ntrdma_qp_answers(qp->state);
 }
 
 /*
@@ -513,8 +511,7 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	int rc = 0;
 
 	spin_lock_irqsave(&qp->sq_lock, flags);
-	if ((qp->state != IB_QPS_RTR && qp->state != IB_QPS_RTS &&
-	     qp->state != IB_QPS_SQD) || qp->resp_fatal ||
+	if (!ntrdma_qp_answers(qp->state) || qp->resp_fatal ||
 	    h->src_qpn != qp->dest_qp_num || !resp_msn_ok(qp, h)) {
 		ntrdma_hw_add(qp, NTRDMA_HW_RX_DROPPED, 1);
 		goto out;

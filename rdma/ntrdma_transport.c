@@ -101,9 +101,7 @@ static void vx_nak_tqp(struct ntrdma_vx *vx, const struct ntrdma_vx_hdr *nak)
 /* Whether @qp takes request segments: RTR, RTS or SQD. */
 static bool vx_qp_ready(struct ntrdma_qp *qp)
 {
-	enum ib_qp_state st = READ_ONCE(qp->state);
-
-	return st == IB_QPS_RTR || st == IB_QPS_RTS || st == IB_QPS_SQD;
+	return ntrdma_qp_answers(READ_ONCE(qp->state));
 }
 
 /*
