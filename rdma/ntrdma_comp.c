@@ -67,15 +67,6 @@ static void req_drop_sink(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	w->sink = NULL;
 }
 
-/* READ_WITH_INV: its sink MR stops working once the data is in. */
-static int req_invalidate_sink(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
-{
-	if (ntrdma_mr_local_inv(to_nib(qp->ibqp.device), qp->ibqp.pd,
-				w->w.imm_data))
-		return IB_WC_LOC_QP_OP_ERR;
-	return 0;
-}
-
 /*
  * A WQE placed by the DMA channel is complete once its copies are: then
  * its source pages may be reused (a failed copy fails it).
@@ -108,8 +99,13 @@ bool req_complete(struct ntrdma_qp *qp)
 		if (w->placing && !req_placed(qp, w))
 			break;
 		st = w->status;
+		/* READ_WITH_INV: its sink MR stops working once the data is in */
 		if (!st && w->inv_local)
-			st = req_invalidate_sink(qp, w);
+			st = req_invalidate(qp, w, w->w.imm_data);
+		if (st == -EINPROGRESS) {
+			ntrdma_vx_kick(qp);	/* copies through it go on */
+			break;
+		}
 		sig = qp->sq_sig_type == IB_SIGNAL_ALL_WR ||
 		      (w->w.flags & IB_SEND_SIGNALED);
 		req_release(w);

@@ -597,6 +597,7 @@ void ntrdma_req_tx(struct ntrdma_qp *qp);
 bool ntrdma_req_in_progress(struct ntrdma_qp *qp);
 void req_release(struct ntrdma_swqe *w);
 void req_error(struct ntrdma_qp *qp, struct ntrdma_swqe *w, int status);
+int req_invalidate(struct ntrdma_qp *qp, struct ntrdma_swqe *w, u32 key);
 
 /* Shared with ntrdma_comp.c, inline: both files call them in loops. */
 /* In @state a QP's responder takes the peer's requests and answers. */
@@ -692,7 +693,6 @@ int ntrdma_mr_fast_reg(struct ntrdma_ib *nib, struct ntrdma_mr *mr,
 		       struct ib_pd *pd, u32 key, int access);
 int ntrdma_mr_invalidate(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key,
 			 struct ntrdma_mr **target);
-int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key);
 struct ntrdma_mr *ntrdma_mr_new(struct ntrdma_ib *nib, struct ib_pd *pd,
 				enum ntrdma_mr_kind kind, int access);
 void ntrdma_mr_publish(struct ntrdma_ib *nib, struct ntrdma_mr *mr);

@@ -400,22 +400,6 @@ int ntrdma_mr_invalidate(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key,
 	return rc;
 }
 
-/*
- * SEND_WITH_INV, READ_WITH_INV: @key stops working; this returns once no
- * CPU copy through it runs. 0 or -EINVAL.
- */
-int ntrdma_mr_local_inv(struct ntrdma_ib *nib, struct ib_pd *pd, u32 key)
-{
-	struct ntrdma_mr *target;
-	int rc = ntrdma_mr_invalidate(nib, pd, key, &target);
-
-	if (target) {
-		ntrdma_mr_quiesce(target);
-		ntrdma_mr_put(target);
-	}
-	return rc;
-}
-
 /* @key names @mr still (the key table's lock held): the MR or a window. */
 static bool ntrdma_rkey_names(struct ntrdma_ib *nib, u32 key,
 			      struct ntrdma_mr *mr)

@@ -244,16 +244,17 @@ static int req_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 }
 
 /*
- * LOCAL_INV: the key stops working at once; the WQE completes once no
- * segment through it is copied any more (those on the DMA channel finish
- * first: -EINPROGRESS, the next pass looks again). Else its status.
+ * LOCAL_INV of @key, or READ_WITH_INV's of its sink: the key stops working
+ * at once; the WQE completes once no segment through it is copied any more
+ * (those on the DMA channel finish first: -EINPROGRESS, the next pass
+ * looks again). Else its status.
  */
-static int req_local_inv(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+int req_invalidate(struct ntrdma_qp *qp, struct ntrdma_swqe *w, u32 key)
 {
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
 
 	if (!w->inv_mr &&
-	    ntrdma_mr_invalidate(nib, qp->ibqp.pd, w->w.rkey, &w->inv_mr))
+	    ntrdma_mr_invalidate(nib, qp->ibqp.pd, key, &w->inv_mr))
 		return IB_WC_LOC_QP_OP_ERR;
 	if (w->inv_mr && !ntrdma_mr_idle(w->inv_mr))
 		return -EINPROGRESS;
@@ -293,7 +294,7 @@ static int req_local_op(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	if (w->w.opcode == IB_WR_BIND_MW)
 		rc = req_bind_mw(qp, w);
 	else
-		rc = req_local_inv(qp, w);
+		rc = req_invalidate(qp, w, w->w.rkey);
 	if (rc == -EINPROGRESS)
 		return rc;
 	if (rc)
