@@ -111,7 +111,7 @@ esac
 # in windowed mode there and in flat mode on the flat window: one test-bed
 # run each, in both topologies.
 STOCK="stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh,ntrdma_windowed_test.sh"
-NTR="ntrdma:1:ntb_hw_probe_test.sh,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh,ntrdma_verbs_loss_test.sh,ntrdma_kverbs_test.sh,ntrdma_nvmeof_test.sh,ntrdma_nfs_test.sh,ntrdma_pyverbs_test.sh,ntrdma_fault_test.sh"
+NTR="ntrdma:1:ntb_hw_probe_test.sh,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh,ntrdma_verbs_loss_test.sh,ntrdma_kverbs_test.sh,ntrdma_nvmeof_test.sh,ntrdma_nfs_test.sh,ntrdma_iser_test.sh,ntrdma_pyverbs_test.sh,ntrdma_fault_test.sh"
 # The soak's short form (8 cycles) in guests whose vCPUs share one TCG
 # thread: with one thread per vCPU, QEMU 7.2 can leave a vCPU in a stale
 # translation of kernel text the other one re-patched (doc/testbed.md, one TCG thread).
@@ -128,12 +128,13 @@ QUICK_NET="IPERF_SECS=2"
 DEB="deb:1:ntrdma_deb_test.sh::--no-modules:NTRDMA_TEST_TIMEOUT=3400"
 # In the loop topology the tools test runs in the deb run (on the packages);
 # the rdma_cm and pyverbs tests run in pair (two kernels; the cm test in its
-# stock run too) and the NFS test only there, so the loop flat run leaves
+# stock run too) and the NFS and iSER tests only there, so the loop flat run leaves
 # them out (make check's time). The peer limits test runs in the loop flat
 # run only.
 NTR_LOOP=${NTR/ntrdma_tools_test.sh,/}
 NTR_LOOP=${NTR_LOOP/ntrdma_cm_test.sh,/}
 NTR_LOOP=${NTR_LOOP/ntrdma_nfs_test.sh,/}
+NTR_LOOP=${NTR_LOOP/ntrdma_iser_test.sh,/}
 NTR_LOOP=${NTR_LOOP/ntrdma_pyverbs_test.sh,/},ntrdma_peer_limits_test.sh:::$QUICK_NET
 # The stock run (no flat window) also runs ntrdma's net, engine and verbs
 # tests in windowed mode in both topologies, the tools test in loop and the

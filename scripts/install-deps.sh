@@ -12,7 +12,7 @@ PKGS=(
 	qemu-system-x86 busybox-static iproute2 iputils-ping ethtool pciutils jq procps
 	iperf3 rdma-core ibverbs-utils libibverbs-dev librdmacm-dev
 	rdmacm-utils perftest qperf python3 gnuplot-nox
-	nvme-cli fio python3-pyverbs nfs-kernel-server nfs-common
+	nvme-cli fio python3-pyverbs nfs-kernel-server nfs-common open-iscsi
 )
 
 missing=()
