@@ -27,6 +27,7 @@
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
 . "$(dirname "$0")/lib/verbs.sh"
+. "$(dirname "$0")/lib/ulp.sh"
 
 MB=${ISER_MB:-64}
 SIP=10.79.7.2
@@ -56,11 +57,7 @@ for t in iscsiadm iscsid iscsi-iname; do
 	command -v $t >/dev/null ||
 		skip_all "$t not found: open-iscsi not installed (scripts/install-deps.sh installs it)"
 done
-install_modules && ntb_pair || fail_rest "no NTB device pair"
-load_ntrdma || fail_rest "modprobe ntrdma failed"
-find_ibdevs || fail_rest "no ib devices"
-pair_addrs "$CIP" "$SIP" || fail_rest "no addresses on ntr0"
-wait_for 20 ping -c1 -W1 "$SIP" >/dev/null 2>&1 || fail_rest "no ping to $SIP"
+ulp_pair "$CIP" "$SIP"
 ktap_diag "initiator $IBDEV ($CIP), target $PEER_IBDEV on the peer ($SIP), ${MB} MiB per transfer"
 
 dmesg_tail() {
@@ -127,8 +124,6 @@ logout() {
 	timeout 10 iscsiadm -m node -T "$IQN" -p "$SIP:3260" -I "$1" -o delete 2>/dev/null
 	wait_for 20 eval '[ -z "$(ls /sys/class/iscsi_session 2>/dev/null)" ]'
 }
-# rate MS: MB in MS milliseconds as MB/s (one decimal).
-rate() { awk -v mb="$MB" -v ms="$1" 'BEGIN { printf "%.1f", ms ? mb * 1000 / ms : 0 }'; }
 # data NAME: the source written to the disk and read back, direct I/O,
 # compared by sha256. W and R: the rates (MB/s).
 data() {
@@ -141,8 +136,8 @@ data() {
 	t2=$(date +%s%N)
 	got=$(sha256sum < $BACK | cut -d' ' -f1)
 	rm -f $BACK
-	W=$(rate $(((t1 - t0) / 1000000)))
-	R=$(rate $(((t2 - t1) / 1000000)))
+	W=$(ulp_rate "$MB" $(((t1 - t0) / 1000000)))
+	R=$(ulp_rate "$MB" $(((t2 - t1) / 1000000)))
 	ktap_diag "$1: write $W MB/s, read $R MB/s, sha256 ${got:0:12} (wrote ${WANT:0:12})"
 	[ "$rc" = 0 ] && [ "$got" = "$WANT" ] || { dmesg_tail; return 1; }
 }
@@ -172,14 +167,11 @@ fi
 rm -f $SRC
 
 # 6: everything goes
-left() { # SIDE IBDEV: QPs and cm_ids on IBDEV there
-	$1 "rdma resource show qp; rdma resource show cm_id" 2>/dev/null | grep -c "$2"
-}
 iscsiadm -k 0 2>/dev/null
 target_down 2>&1 | sed 's/^/# target: /'
-wait_for 10 eval '[ "$(left "sh -c" "$IBDEV")" = 0 ] && [ "$(left peer "$PEER_IBDEV")" = 0 ]'
-lc=$(left "sh -c" "$IBDEV")
-lp=$(left peer "$PEER_IBDEV")
+wait_for 10 eval '[ "$(ulp_left "sh -c" "$IBDEV")" = 0 ] && [ "$(ulp_left peer "$PEER_IBDEV")" = 0 ]'
+lc=$(ulp_left "sh -c" "$IBDEV")
+lp=$(ulp_left peer "$PEER_IBDEV")
 modprobe -r ib_iser
 rc=$?
 peer "! grep -qE '^(ib_isert|iscsi_target_mod) ' /proc/modules"

@@ -24,6 +24,7 @@
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
 . "$(dirname "$0")/lib/verbs.sh"
+. "$(dirname "$0")/lib/ulp.sh"
 
 MB=${NFS_MB:-64}
 SIP=10.79.6.2
@@ -52,11 +53,7 @@ for t in mount.nfs rpc.nfsd rpc.mountd exportfs rpcbind; do
 	command -v $t >/dev/null ||
 		skip_all "$t not found: nfs-kernel-server or nfs-common not installed (scripts/install-deps.sh installs both)"
 done
-install_modules && ntb_pair || fail_rest "no NTB device pair"
-load_ntrdma || fail_rest "modprobe ntrdma failed"
-find_ibdevs || fail_rest "no ib devices"
-pair_addrs "$CIP" "$SIP" || fail_rest "no addresses on ntr0"
-wait_for 20 ping -c1 -W1 "$SIP" >/dev/null 2>&1 || fail_rest "no ping to $SIP"
+ulp_pair "$CIP" "$SIP"
 ktap_diag "client $IBDEV ($CIP), server $PEER_IBDEV on the peer ($SIP), ${MB} MiB per transfer"
 
 dmesg_tail() {
@@ -108,8 +105,6 @@ nfs_mount() {
 	grep " $MNT nfs" /proc/mounts | grep -q "proto=$2"
 }
 
-# rate MS: MB in MS milliseconds as MB/s (one decimal).
-rate() { awk -v mb="$MB" -v ms="$1" 'BEGIN { printf "%.1f", ms ? mb * 1000 / ms : 0 }'; }
 
 # nfs_data NAME: the source written to the mount and read back (the page
 # cache dropped first: the read crosses the link), compared by sha256, then
@@ -127,8 +122,8 @@ nfs_data() {
 	t2=$(date +%s%N)
 	got=$(sha256sum < $BACK | cut -d' ' -f1)
 	rm -f $BACK $MNT/data
-	W=$(rate $(((t1 - t0) / 1000000)))
-	R=$(rate $(((t2 - t1b) / 1000000)))
+	W=$(ulp_rate "$MB" $(((t1 - t0) / 1000000)))
+	R=$(ulp_rate "$MB" $(((t2 - t1b) / 1000000)))
 	ktap_diag "$1: write $W MB/s, read $R MB/s, sha256 ${got:0:12} (wrote ${WANT:0:12})"
 	timeout 60 umount $MNT || { ktap_diag "$1: umount failed"; umount -f -l $MNT; rc=1; }
 	[ "$rc" = 0 ] && [ "$got" = "$WANT" ] || { dmesg_tail; return 1; }
@@ -163,14 +158,11 @@ done
 rm -f $SRC
 
 # 8: everything goes
-left() { # SIDE IBDEV: QPs and cm_ids on IBDEV there
-	$1 "rdma resource show qp; rdma resource show cm_id" 2>/dev/null | grep -c "$2"
-}
 server_down 2>&1 | sed 's/^/# server: /'
 modprobe -r nfsv3 nfsv4 nfs 2>/dev/null
-wait_for 10 eval '[ "$(left "sh -c" "$IBDEV")" = 0 ] && [ "$(left peer "$PEER_IBDEV")" = 0 ]'
-lc=$(left "sh -c" "$IBDEV")
-lp=$(left peer "$PEER_IBDEV")
+wait_for 10 eval '[ "$(ulp_left "sh -c" "$IBDEV")" = 0 ] && [ "$(ulp_left peer "$PEER_IBDEV")" = 0 ]'
+lc=$(ulp_left "sh -c" "$IBDEV")
+lp=$(ulp_left peer "$PEER_IBDEV")
 modprobe -r rpcrdma
 rc=$?
 peer "modprobe -r rpcrdma nfsd"

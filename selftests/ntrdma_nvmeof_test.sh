@@ -28,6 +28,7 @@
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
 . "$(dirname "$0")/lib/verbs.sh"
+. "$(dirname "$0")/lib/ulp.sh"
 
 MB=${NVMEOF_MB:-256}
 DOWN=${NVMEOF_DOWN_S:-5}
@@ -51,11 +52,7 @@ ktap_plan ${#NAMES[@]}
 is_pair || skip_all "needs two hosts: in one, nvmet-rdma and nvme-rdma would need a QP to reach another QP of the same ib_device (same-device loopback, not implemented)"
 command -v nvme >/dev/null && command -v fio >/dev/null ||
 	skip_all "nvme-cli or fio not installed (scripts/install-deps.sh installs both)"
-install_modules && ntb_pair || fail_rest "no NTB device pair"
-load_ntrdma || fail_rest "modprobe ntrdma failed"
-find_ibdevs || fail_rest "no ib devices"
-pair_addrs "$CIP" "$SIP" || fail_rest "no addresses on ntr0"
-wait_for 20 ping -c1 -W1 "$SIP" >/dev/null 2>&1 || fail_rest "no ping to $SIP"
+ulp_pair "$CIP" "$SIP"
 DBG=$(grep -l "^ntb: $LOCAL_DEV\$" "$DEBUGFS"/ntrdma/*/info 2>/dev/null |
 	head -1 | xargs -r dirname)
 ktap_diag "host $IBDEV ($CIP), target $PEER_IBDEV on the peer ($SIP)"
