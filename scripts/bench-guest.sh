@@ -29,7 +29,9 @@
 # siw on the loopback path are the "no link" reference, DRV@NETDEV is what
 # a user with an NTB would run instead of ntrdma, a software RDMA driver
 # over an Ethernet netdev of the NTB, on both hosts: pair topology only),
-# BENCH_RDMA_TESTS (see below).
+# BENCH_RDMA_TESTS (see below), BENCH_STORAGE ("nvmeof-rdma nvmeof-tcp@ntr0":
+# NVMe over Fabrics over the verbs face and over TCP on ntr0, pair topology
+# only) and BENCH_STORAGE_TESTS ("RW:BS:QD ...", fio; see storage_label).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . selftests/lib/env.sh
@@ -46,6 +48,8 @@ RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev 
 RDMA_TESTS=${BENCH_RDMA_TESTS:-"write_bw:64 write_bw:4096 write_bw:65536 read_bw:64 read_bw:4096
 	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 write_lat:2 read_lat:2
 	qperf:rc_bw qperf:rc_lat"}
+STORAGE_SYSTEMS=${BENCH_STORAGE-"nvmeof-rdma nvmeof-tcp@ntr0"}
+STORAGE_TESTS=${BENCH_STORAGE_TESTS:-"randread:4k:1 randread:4k:16 randwrite:4k:16 read:128k:8 write:128k:8"}
 TOPO=${NTRDMA_TOPO:-host}
 SAMPLES=$NTRDMA_OUT/samples.tsv
 PERF_ORDER=${NTB_PERF_ORDER:-27}
@@ -733,6 +737,106 @@ rdma_round() { # ROUND SYSTEM
 	rdma_down "$sys"
 }
 
+# ---- kernel storage: NVMe over Fabrics (pair topology) ---------------------------
+# storage_up SYSTEM (nvmeof-rdma, nvmeof-tcp@ntr0): ntr0 up on both guests
+# (ntrdma in flat mode); on guest b an nvmet subsystem whose namespace is a
+# null_blk device (no backing store: what is measured is the fabric), one
+# port of SYSTEM's transport on b's ntr0 address; here nvme-cli connects
+# (nvme-rdma through the verbs face, nvme-tcp through ntr0). Sets DEV.
+NQN=nqn.2026-11.org.ntrdma:bench
+NVMET=/sys/kernel/config/nvmet
+storage_up() {
+	local tr=${1#nvmeof-} svc=4420
+	tr=${tr%@*}
+	DEV='' SETUP_NOTE=''
+	is_pair || { SETUP_NOTE="pair topology only: in one host the two ends would share an ib_device"; return 1; }
+	command -v nvme >/dev/null && command -v fio >/dev/null ||
+		{ SETUP_NOTE="nvme-cli or fio not installed"; return 1; }
+	eth_up ntr0 || { SETUP_NOTE="ntr0: $SETUP_NOTE"; return 1; }
+	peer "modprobe null_blk nr_devices=1 gb=1 bs=4096 irqmode=0 &&
+	      modprobe nvmet && modprobe nvmet-$tr &&
+	      { mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config; } &&
+	      mkdir $NVMET/subsystems/$NQN && cd $NVMET/subsystems/$NQN &&
+	      echo 1 > attr_allow_any_host && mkdir namespaces/1 &&
+	      echo /dev/nullb0 > namespaces/1/device_path && echo 1 > namespaces/1/enable &&
+	      mkdir $NVMET/ports/1 && cd $NVMET/ports/1 && echo $tr > addr_trtype &&
+	      echo ipv4 > addr_adrfam && echo $B_IP > addr_traddr && echo $svc > addr_trsvcid &&
+	      ln -s $NVMET/subsystems/$NQN subsystems/$NQN" >/dev/null 2>&1 ||
+		{ SETUP_NOTE="nvmet $tr target on b failed"; return 1; }
+	modprobe "nvme-$tr" &&
+		timeout 60 nvme connect -t "$tr" -a "$B_IP" -s $svc -n $NQN >/dev/null 2>&1 ||
+		{ SETUP_NOTE="nvme connect -t $tr failed"; return 1; }
+	wait_for 20 eval 'DEV=$(ls /dev/nvme[0-9]*n[0-9]* 2>/dev/null | grep -v "c[0-9]" | head -1); [ -b "$DEV" ]' ||
+		{ SETUP_NOTE="no namespace after nvme connect -t $tr"; return 1; }
+}
+
+storage_down() {
+	timeout 60 nvme disconnect -n $NQN >/dev/null 2>&1
+	modprobe -r nvme-rdma nvme-tcp 2>/dev/null
+	peer "rm -f $NVMET/ports/1/subsystems/$NQN; rmdir $NVMET/ports/1;
+	      echo 0 > $NVMET/subsystems/$NQN/namespaces/1/enable;
+	      rmdir $NVMET/subsystems/$NQN/namespaces/1 $NVMET/subsystems/$NQN;
+	      modprobe -r nvmet-rdma nvmet-tcp nvmet null_blk" >/dev/null 2>&1
+	eth_down ntr0
+	return 0
+}
+
+# fio_run RW BS QD: fio on DEV, direct I/O, SECS s. VAL: MiB/s for BS of
+# 64k and more, else IOPS; at QD 1 the completion latency's median (us),
+# P99 its 99th percentile. MSGS: the I/Os (CPU per I/O).
+fio_run() {
+	local rw=$1 bs=$2 qd=$3 out dir=read
+	[[ $rw == *write ]] && dir=write
+	cpu_mark
+	out=$(timeout $((SECS + 60)) fio --name=bench --filename="$DEV" --rw="$rw" --bs="$bs" \
+		--iodepth="$qd" --direct=1 --ioengine=libaio --runtime="$SECS" --time_based \
+		--output-format=json 2>&1)
+	save_raw "" "$out"
+	local j=".jobs[0].$dir"
+	MSGS=$(jq "$j.total_ios" <<<"$out" 2>/dev/null)
+	BYTES=$(jq "$j.io_bytes" <<<"$out" 2>/dev/null)
+	if ! [[ ${MSGS:-} =~ ^[1-9][0-9]*$ ]]; then
+		NOTE="fio $rw $bs QD$qd: $(grep -m1 -iE 'error|fio:' <<<"$out" | head -c 200)"
+		MSGS=0 BYTES=0
+		return 1
+	fi
+	if [ "$qd" = 1 ]; then
+		VAL=$(jq "$j.clat_ns.percentile[\"50.000000\"] / 1000" <<<"$out")
+		P99=$(jq "$j.clat_ns.percentile[\"99.000000\"] / 1000" <<<"$out")
+	elif [ "${bs%k}" -ge 64 ]; then
+		VAL=$(jq "$j.bw / 1024 * 10 | floor / 10" <<<"$out")
+	else
+		VAL=$(jq "$j.iops | floor" <<<"$out")
+	fi
+	NOTE="fio libaio direct, $SECS s, null_blk namespace on b"
+}
+
+storage_label() { # RW:BS:QD -> "metric|unit|func args"
+	local rw=${1%%:*} rest=${1#*:} bs qd unit
+	bs=${rest%%:*} qd=${rest#*:}
+	if [ "$qd" = 1 ]; then unit=us
+	elif [ "${bs%k}" -ge 64 ]; then unit=MiB/s
+	else unit=IOPS; fi
+	echo "fio $rw ${bs%k} KiB QD$qd|$unit|fio_run $rw $bs $qd"
+}
+
+storage_round() { # ROUND SYSTEM
+	local round=$1 sys=$2 t lab metric unit fn ok=1
+	storage_up "$sys" || ok=0
+	for t in $STORAGE_TESTS; do
+		lab=$(storage_label "$t")
+		if [ $ok = 1 ]; then
+			IFS='|' read -r metric unit fn <<<"$lab"
+			# shellcheck disable=SC2086
+			measure "$sys" "$metric" "$unit" "$round" $fn
+		else
+			IFS='|' read -r metric unit _ <<<"$lab"
+			record "$sys" "$metric" "$unit" "$round" NA 0 0 "$SETUP_NOTE"
+		fi
+	done
+	storage_down
+}
+
 # ---- main -----------------------------------------------------------------------------
 # One function, called on the last line: bash has parsed all of it before it
 # starts, so editing this file cannot disturb a run in progress.
@@ -741,7 +845,7 @@ install_modules || { log "install_modules failed"; exit 1; }
 wait_for 20 ntb_pair || { log "no NTB pair"; exit 1; }
 mkdir -p "$NTRDMA_OUT"
 : >>"$SAMPLES"
-log "topology $TOPO: $REPEATS round(s), ${SECS} s per throughput run; link=$LINK eth='$ETH_SYSTEMS' rdma='$RDMA_SYSTEMS'"
+log "topology $TOPO: $REPEATS round(s), ${SECS} s per throughput run; link=$LINK eth='$ETH_SYSTEMS' rdma='$RDMA_SYSTEMS' storage='$STORAGE_SYSTEMS'"
 t0=$SECONDS
 for ((round = 1; round <= REPEATS; round++)); do
 	if [ "$LINK" = 1 ]; then
@@ -757,6 +861,11 @@ for ((round = 1; round <= REPEATS; round++)); do
 	for sys in $RDMA_SYSTEMS; do
 		rdma_round "$round" "$sys"
 	done
+	if is_pair; then
+		for sys in $STORAGE_SYSTEMS; do
+			storage_round "$round" "$sys"
+		done
+	fi
 	log "round $round done at $((SECONDS - t0)) s"
 done
 clients_down

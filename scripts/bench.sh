@@ -20,7 +20,7 @@
 # BENCH_TOPOS ("loop pair"), BENCH_OUT (build/bench), BENCH_TIMEOUT (2400 s
 # per topology), and the selections of scripts/bench-guest.sh (BENCH_ETH,
 # BENCH_ETH_TESTS, BENCH_RDMA, BENCH_RDMA_TESTS, BENCH_LINK, BENCH_DOORBELL,
-# BENCH_PROBE_RUNS, BENCH_PROBE_MIB); BENCH_OLD_REV when BENCH_RDMA names
+# BENCH_PROBE_RUNS, BENCH_PROBE_MIB, BENCH_STORAGE, BENCH_STORAGE_TESTS); BENCH_OLD_REV when BENCH_RDMA names
 # ntrdma-old (scripts/build-old.sh).
 set -euo pipefail
 
@@ -62,7 +62,7 @@ if [ "$SMOKE" = 1 ]; then
 	GUEST_ENV=(BENCH_REPEATS=1 BENCH_SECS=2 BENCH_LAT_ITERS=500 BENCH_LINK=1
 		BENCH_PROBE_RUNS=2 BENCH_PROBE_MIB=256
 		BENCH_DOORBELL=0 "BENCH_ETH=ntr0 veth" BENCH_ETH_TESTS=tcp1
-		BENCH_RDMA=rxe "BENCH_RDMA_TESTS=write_bw:65536 send_lat:2")
+		BENCH_RDMA=rxe "BENCH_RDMA_TESTS=write_bw:65536 send_lat:2" BENCH_STORAGE=)
 	for t in $TOPOS; do
 		REQUIRE+=("$t|ntb_hw_ivshmem|flat window copy" "$t|ntb_hw_ivshmem|MW copy" "$t|veth|iperf3 TCP x1"
 			"$t|ntr0|iperf3 TCP x1" "$t|rxe|ib_write_bw 64 KiB" "$t|rxe|ib_send_lat 2 B")
@@ -74,7 +74,7 @@ elif [ "$QUICK" = 1 ]; then
 	ROUNDS=1 RUN_SECS=2
 	GUEST_ENV=(BENCH_REPEATS=1 BENCH_SECS=2 BENCH_LAT_ITERS=500 BENCH_LINK=1
 		"BENCH_ETH=ntb_netdev ntr0 veth" BENCH_ETH_TESTS=tcp1
-		"BENCH_RDMA=ntrdma rxe siw"
+		"BENCH_RDMA=ntrdma rxe siw" BENCH_STORAGE=
 		"BENCH_RDMA_TESTS=write_bw:65536 write_lat:2 read_lat:2 send_lat:2")
 	for t in $TOPOS; do
 		REQUIRE+=("$t|ntb_hw_ivshmem|flat window copy" "$t|ntb_hw_ivshmem|MW copy")
@@ -87,12 +87,13 @@ elif [ "$QUICK" = 1 ]; then
 else
 	OUT=${OUT:-$ROOT/build/bench}
 	for v in BENCH_REPEATS BENCH_SECS BENCH_LAT_ITERS BENCH_LINK BENCH_DOORBELL BENCH_ETH \
-		BENCH_ETH_TESTS BENCH_RDMA BENCH_RDMA_TESTS BENCH_PROBE_RUNS BENCH_PROBE_MIB; do
+		BENCH_ETH_TESTS BENCH_RDMA BENCH_RDMA_TESTS BENCH_PROBE_RUNS BENCH_PROBE_MIB \
+		BENCH_STORAGE BENCH_STORAGE_TESTS; do
 		[ -n "${!v+set}" ] && GUEST_ENV+=("$v=${!v}")
 	done
 	# Rows that must have results (other rows may be n/a: a peer may lack a
 	# test; a tool that fails 3 times is reported n/a with its reason).
-	if [ -z "${BENCH_ETH+set}${BENCH_ETH_TESTS+set}${BENCH_RDMA+set}${BENCH_RDMA_TESTS+set}${BENCH_LINK+set}" ]; then
+	if [ -z "${BENCH_ETH+set}${BENCH_ETH_TESTS+set}${BENCH_RDMA+set}${BENCH_RDMA_TESTS+set}${BENCH_LINK+set}${BENCH_STORAGE+set}${BENCH_STORAGE_TESTS+set}" ]; then
 		for t in $TOPOS; do
 			REQUIRE+=("$t|ntb_hw_ivshmem|flat window copy" "$t|ntb_hw_ivshmem|MW copy")
 			for s in ntb_netdev ntr0 ntr0-win veth; do
@@ -105,6 +106,10 @@ else
 			[ "$t" = pair ] || continue
 			for s in rxe@ntb_netdev siw@ntb_netdev rxe@ntr0; do
 				REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_send_lat 2 B")
+			done
+			# kernel storage, beside its TCP form on the same link
+			for s in nvmeof-rdma nvmeof-tcp@ntr0; do
+				REQUIRE+=("$t|$s|fio randread 4 KiB QD1" "$t|$s|fio read 128 KiB QD8")
 			done
 		done
 	fi
@@ -179,7 +184,7 @@ echo "bench: results in $OUT: results.json results.md chart.png" >&2
 # The default full run publishes its results in doc/ (README links them):
 # both topologies, every system, output in build/bench, nothing failed.
 # The copy carries no date or revision: the commit that adds it says when.
-sel="${BENCH_ETH+set}${BENCH_ETH_TESTS+set}${BENCH_RDMA+set}${BENCH_RDMA_TESTS+set}${BENCH_LINK+set}${BENCH_DOORBELL+set}"
+sel="${BENCH_ETH+set}${BENCH_ETH_TESTS+set}${BENCH_RDMA+set}${BENCH_RDMA_TESTS+set}${BENCH_LINK+set}${BENCH_DOORBELL+set}${BENCH_STORAGE+set}${BENCH_STORAGE_TESTS+set}"
 if [ "$SMOKE$QUICK" = 00 ] && [ -z "$OUT_SET" ] && [ "$TOPOS" = "loop pair" ] && [ -z "$sel" ] &&
 	[ "$rep_rc" = 0 ] && [ "$fail" = 0 ]; then
 	{
