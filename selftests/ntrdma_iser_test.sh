@@ -86,7 +86,7 @@ target_up() {
 target_down() {
 	peer "echo 0 > $TPG/enable; echo 0 > $NP/iser; rmdir $NP;
 	      rm -f $TPG/lun/lun_0/ntrdma; rmdir $TPG/lun/lun_0;
-	      rmdir $TPG $CFS/iscsi/$IQN $RD $(dirname $RD);
+	      rmdir $TPG $CFS/iscsi/$IQN $CFS/iscsi $RD $(dirname $RD);
 	      modprobe -r ib_isert iscsi_target_mod"
 }
 target_up 2>&1 | sed 's/^/# target: /'
