@@ -1293,12 +1293,16 @@ static int kv_test_per_io(struct kv_ctx *x)
 #define KV_RI_OLD	0xa5	/* the MR's bytes until READ_WITH_INV completed */
 #define KV_RI_NEW	0x5a	/* ...and after */
 
-/* Every byte of side 1's FRMR pages set to @v. */
+/*
+ * Every byte of side 1's FRMR pages set to @v, the last page first: a READ
+ * answer's segments read the MR forwards, so one still queued meets the
+ * new bytes however far the copies got.
+ */
 static void kv_pages_set(struct kv_ctx *x, u8 v)
 {
 	int i;
 
-	for (i = 0; i < x->npages; i++)
+	for (i = x->npages - 1; i >= 0; i--)
 		memset(page_address(x->pages[i]), v, PAGE_SIZE);
 }
 
