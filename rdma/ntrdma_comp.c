@@ -100,11 +100,12 @@ bool req_complete(struct ntrdma_qp *qp)
 			break;
 		st = w->status;
 		/* READ_WITH_INV: its sink MR stops working once the data is in */
-		if (!st && w->inv_local)
+		if (!st && w->inv_local) {
 			st = req_invalidate(qp, w, w->w.imm_data);
-		if (st == -EINPROGRESS) {
-			ntrdma_vx_kick(qp);	/* copies through it go on */
-			break;
+			if (st == -EINPROGRESS) {
+				ntrdma_vx_kick(qp);	/* copies through it go on */
+				break;
+			}
 		}
 		sig = qp->sq_sig_type == IB_SIGNAL_ALL_WR ||
 		      (w->w.flags & IB_SEND_SIGNALED);

@@ -32,7 +32,8 @@
 MB=${ISER_MB:-64}
 SIP=10.79.7.2
 CIP=10.79.7.1
-IQN=iqn.2026-11.org.ntrdma:iser-test
+# The target's iSCSI name, in the EUI-64 form (eui. and 16 hex digits).
+IQN=eui.4e54524441000001
 CFS=/sys/kernel/config/target
 TPG=$CFS/iscsi/$IQN/tpgt_1
 NP=$TPG/np/$SIP:3260
