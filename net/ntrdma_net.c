@@ -51,10 +51,8 @@ static unsigned int net_queues = 1;
 module_param(net_queues, uint, 0444);
 MODULE_PARM_DESC(net_queues, "Queue pairs per ntr netdev, 1-4 (default 1)");
 
-static unsigned int rx_copybreak = 256;
-module_param(rx_copybreak, uint, 0644);
-MODULE_PARM_DESC(rx_copybreak,
-		 "Frames up to this size are copied into a small skb and their buffer reposted (default 256, 0: never)");
+/* ethtool's rx-copybreak tunable: its default, and at most a whole frame */
+#define NTR_RX_COPYBREAK	256
 
 /* rb.va: flat mode the skb head (rb.dma maps it past the headroom),
  * windowed mode the piece of the window; rb.addr: what the peer is told.
@@ -132,6 +130,7 @@ struct ntrdma_net {
 	u32 rx_alloc_len;
 	const struct ntr_rx_ops *rx_ops;	/* set at the first session */
 	u32 rx_bufs;		/* posted per queue, at most */
+	u32 rx_copybreak;	/* ethtool's rx-copybreak tunable */
 	int nq;			/* our queue pairs */
 	u32 tx_nq;		/* queues both sides have: 0 while closed */
 	struct ntr_queue *q;
@@ -319,7 +318,8 @@ static struct sk_buff *ntr_build_slab_skb(void *va)
 }
 
 /* The skb for a received frame: built around the buffer the peer wrote (no
- * copy), except for frames up to rx_copybreak bytes, which are copied into a
+ * copy), except for frames up to the rx-copybreak tunable's bytes
+ * (ethtool --set-tunable DEV rx-copybreak N), which are copied into a
  * small skb while the buffer is posted again: an skb around a whole 64 KiB
  * buffer charges a socket 64 KiB per datagram (truesize), so small-datagram
  * streams would overflow receive buffers long before they fill with data.
@@ -331,7 +331,7 @@ static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 	struct device *dev = ntrdma_dev_dma_device(q->net->ndev);
 	struct sk_buff *skb;
 
-	if (c->len <= READ_ONCE(rx_copybreak)) {
+	if (c->len <= READ_ONCE(q->net->rx_copybreak)) {
 		skb = napi_alloc_skb(&q->napi, c->len);
 		if (skb) {
 			dma_sync_single_for_cpu(dev, b->rb.dma, c->len,
@@ -985,6 +985,32 @@ static void ntr_get_channels(struct net_device *dev,
 	ch->combined_count = net->nq;
 }
 
+static int ntr_get_tunable(struct net_device *dev,
+			   const struct ethtool_tunable *t, void *data)
+{
+	struct ntrdma_net *net = netdev_priv(dev);
+
+	if (t->id != ETHTOOL_RX_COPYBREAK)
+		return -EOPNOTSUPP;
+	*(u32 *)data = READ_ONCE(net->rx_copybreak);
+	return 0;
+}
+
+/* rx-copybreak: 0 (never copy) up to the largest frame (always copy). */
+static int ntr_set_tunable(struct net_device *dev,
+			   const struct ethtool_tunable *t, const void *data)
+{
+	struct ntrdma_net *net = netdev_priv(dev);
+	u32 v = *(const u32 *)data;
+
+	if (t->id != ETHTOOL_RX_COPYBREAK)
+		return -EOPNOTSUPP;
+	if (v > NTR_MAX_FRAME)
+		return -EINVAL;
+	WRITE_ONCE(net->rx_copybreak, v);
+	return 0;
+}
+
 static const struct ethtool_ops ntr_ethtool_ops = {
 	.get_drvinfo		= ntr_get_drvinfo,
 	.get_link		= ethtool_op_get_link,
@@ -992,6 +1018,8 @@ static const struct ethtool_ops ntr_ethtool_ops = {
 	.get_strings		= ntr_get_strings,
 	.get_ethtool_stats	= ntr_get_ethtool_stats,
 	.get_channels		= ntr_get_channels,
+	.get_tunable		= ntr_get_tunable,
+	.set_tunable		= ntr_set_tunable,
 };
 
 /* ---- add/remove ---- */
@@ -1079,6 +1107,7 @@ static int ntr_add(struct ntrdma_dev *ndev, void **priv)
 	net->netdev = dev;
 	net->nq = nq;
 	net->rx_buf_len = NTR_MAX_FRAME;
+	net->rx_copybreak = NTR_RX_COPYBREAK;
 	net->rx_alloc_len = SKB_DATA_ALIGN(NTR_HEADROOM + net->rx_buf_len) +
 			    SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
 	net->q = kvcalloc(nq, sizeof(*net->q), GFP_KERNEL);

@@ -21,7 +21,7 @@ B_IP=10.78.0.2
 NTB_DRV=/sys/bus/ntb/drivers/ntrdma
 
 ktap_header
-ktap_plan 33
+ktap_plan 34
 
 need_ntb_pair
 
@@ -130,10 +130,11 @@ iperf_check ntr_iperf3 udp_AtoB "$B" "$A" "$B_IP" 5202 -u -b 2G -l 8000
 # (copybreak), or a socket's receive buffer (rmem_default, 208 KiB) fills
 # with a handful of them. B binds a UDP socket and does not read it while A
 # sends 400 datagrams of 64 bytes, then counts what the socket held. The
-# same with rx_copybreak=0 shows the count tells the two apart.
+# same with ethtool's rx-copybreak tunable at 0 shows the count tells the
+# two apart.
 udp_held() { # COPYBREAK
 	local out=/tmp/ntr_udp_held.$$ held pid
-	$B "echo $1 > /sys/module/ntrdma/parameters/rx_copybreak"
+	$B "ethtool --set-tunable $IFB rx-copybreak $1"
 	$B "python3 -c '
 import socket, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -152,23 +153,35 @@ for i in range(400):
     s.sendto(bytes(64), (\"$B_IP\", 5206)); time.sleep(0.001)'"
 	wait "$pid"
 	held=$(cat "$out"); rm -f "$out"
-	$B "echo 256 > /sys/module/ntrdma/parameters/rx_copybreak"
+	$B "ethtool --set-tunable $IFB rx-copybreak 256"
 	echo "${held:-0}"
 }
+# The tunable: the default reads back, a value past the largest frame is
+# refused and changes nothing, 0 reads back.
+cb_get() { $B "ethtool --get-tunable $IFB rx-copybreak" 2>/dev/null | awk '/rx-copybreak/ { print $NF }'; }
+cb_def=$(cb_get)
+$B "ethtool --set-tunable $IFB rx-copybreak 70000" >/dev/null 2>&1
+cb_rc=$?
+cb_big=$(cb_get)
+$B "ethtool --set-tunable $IFB rx-copybreak 0" >/dev/null 2>&1
+cb_zero=$(cb_get)
+$B "ethtool --set-tunable $IFB rx-copybreak 256" >/dev/null 2>&1
+ktap_check "ethtool rx-copybreak: default ${cb_def:-none}, 70000 refused (exit $cb_rc, still ${cb_big:-none}), 0 reads back (${cb_zero:-none})" \
+	test "${cb_def:-x}" = 256 -a "$cb_rc" != 0 -a "${cb_big:-x}" = 256 -a "${cb_zero:-x}" = 0
 held=$(udp_held 256)
 held0=$(udp_held 0)
 metric ntr_udp64_held "$held" "of 400"
 ktap_check "64-byte datagrams to an unread socket: $held of 400 held (copybreak; at least 100)" \
 	test "$held" -ge 100
 # Windowed mode copies every frame out of its piece of the window
-# (ntrdma_rxmem.c): there rx_copybreak=0 changes nothing.
+# (ntrdma_rxmem.c): there rx-copybreak 0 changes nothing.
 windowed=0
 ntrdma_windowed && windowed=1
 if [ "$windowed" = 1 ]; then
-	ktap_check "windowed mode, rx_copybreak=0: $held0 held (every frame copied: at least 100)" \
+	ktap_check "windowed mode, rx-copybreak 0: $held0 held (every frame copied: at least 100)" \
 		test "$held0" -ge 100
 else
-	ktap_check "the same with rx_copybreak=0: $held0 held (64 KiB each; under 20)" \
+	ktap_check "the same with rx-copybreak 0: $held0 held (64 KiB each; under 20)" \
 		test "$held0" -lt 20
 fi
 
