@@ -29,9 +29,10 @@
 # siw on the loopback path are the "no link" reference, DRV@NETDEV is what
 # a user with an NTB would run instead of ntrdma, a software RDMA driver
 # over an Ethernet netdev of the NTB, on both hosts: pair topology only),
-# BENCH_RDMA_TESTS (see below), BENCH_STORAGE ("nvmeof-rdma nvmeof-tcp@ntr0":
-# NVMe over Fabrics over the verbs face and over TCP on ntr0, pair topology
-# only) and BENCH_STORAGE_TESTS ("RW:BS:QD ...", fio; see storage_label).
+# BENCH_RDMA_TESTS (see below), BENCH_STORAGE ("nvmeof-rdma nvmeof-tcp@ntr0
+# nfs-rdma nfs-tcp@ntr0": NVMe over Fabrics and NFSv4.2 over the verbs face
+# and over TCP on ntr0, pair topology only), BENCH_STORAGE_TESTS and
+# BENCH_NFS_TESTS ("RW:BS:QD ...", fio; see storage_label).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . selftests/lib/env.sh
@@ -48,8 +49,10 @@ RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev 
 RDMA_TESTS=${BENCH_RDMA_TESTS:-"write_bw:64 write_bw:4096 write_bw:65536 read_bw:64 read_bw:4096
 	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 write_lat:2 read_lat:2
 	qperf:rc_bw qperf:rc_lat"}
-STORAGE_SYSTEMS=${BENCH_STORAGE-"nvmeof-rdma nvmeof-tcp@ntr0"}
+STORAGE_SYSTEMS=${BENCH_STORAGE-"nvmeof-rdma nvmeof-tcp@ntr0 nfs-rdma nfs-tcp@ntr0"}
 STORAGE_TESTS=${BENCH_STORAGE_TESTS:-"randread:4k:1 randread:4k:16 randwrite:4k:16 read:128k:8 write:128k:8"}
+NFS_TESTS=${BENCH_NFS_TESTS:-"write:1m:4 read:1m:4"}
+FIO_SIZE=
 TOPO=${NTRDMA_TOPO:-host}
 SAMPLES=$NTRDMA_OUT/samples.tsv
 PERF_ORDER=${NTB_PERF_ORDER:-27}
@@ -781,6 +784,46 @@ storage_down() {
 	return 0
 }
 
+# nfs_up SYSTEM (nfs-rdma, nfs-tcp@ntr0): ntr0 up on both guests; on b
+# nfsd exports a tmpfs (fsid=0, the NFSv4 pseudo-root) on TCP 2049 and
+# RDMA 20049; here it is mounted with NFSv4.2 over SYSTEM's transport. Sets
+# DEV to a 64 MiB file on it (FIO_SIZE).
+NFS_EXP=/srv/ntrdma-bench-nfs
+NFS_MNT=/mnt/ntrdma-bench-nfs
+nfs_up() {
+	local opts=vers=4.2,proto=tcp
+	DEV='' SETUP_NOTE='' FIO_SIZE=64m
+	[ "${1%@*}" = nfs-rdma ] && opts=vers=4.2,proto=rdma,port=20049
+	is_pair || { SETUP_NOTE="pair topology only: in one host the two ends would share an ib_device"; return 1; }
+	command -v rpc.nfsd >/dev/null && command -v mount.nfs >/dev/null && command -v fio >/dev/null ||
+		{ SETUP_NOTE="nfs-kernel-server, nfs-common or fio not installed"; return 1; }
+	eth_up ntr0 || { SETUP_NOTE="ntr0: $SETUP_NOTE"; return 1; }
+	peer "export PATH=\$PATH:/usr/sbin:/sbin; modprobe nfsd && modprobe rpcrdma &&
+	      { mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd; } &&
+	      mkdir -p $NFS_EXP /run/rpcbind /var/lib/nfs/v4recovery &&
+	      mount -t tmpfs -o size=128m tmpfs $NFS_EXP && chmod 1777 $NFS_EXP &&
+	      rpcbind && rpc.mountd &&
+	      exportfs -o rw,fsid=0,no_root_squash,insecure,no_subtree_check '*:$NFS_EXP' &&
+	      rpc.nfsd 4 && echo 'rdma 20049' > /proc/fs/nfsd/portlist &&
+	      echo Y > /proc/fs/nfsd/v4_end_grace" >/dev/null 2>&1 ||
+		{ SETUP_NOTE="nfsd on b failed"; return 1; }
+	modprobe nfs && modprobe rpcrdma && mkdir -p $NFS_MNT &&
+		timeout -k 5 60 mount -t nfs -o $opts "$B_IP:/" $NFS_MNT >/dev/null 2>&1 ||
+		{ SETUP_NOTE="mount -o $opts failed"; return 1; }
+	DEV=$NFS_MNT/bench.dat
+}
+
+nfs_down() {
+	timeout -k 5 60 umount $NFS_MNT >/dev/null 2>&1
+	modprobe -r rpcrdma 2>/dev/null
+	peer "export PATH=\$PATH:/usr/sbin:/sbin; rpc.nfsd 0; exportfs -ua;
+	      kill \$(pidof rpc.mountd rpcbind) 2>/dev/null; umount $NFS_EXP;
+	      umount /proc/fs/nfsd; modprobe -r rpcrdma" >/dev/null 2>&1
+	FIO_SIZE=
+	eth_down ntr0
+	return 0
+}
+
 # fio_run RW BS QD: fio on DEV, direct I/O, SECS s. VAL: MiB/s for BS of
 # 64k and more, else IOPS; at QD 1 the completion latency's median (us),
 # P99 its 99th percentile. MSGS: the I/Os (CPU per I/O).
@@ -790,7 +833,7 @@ fio_run() {
 	cpu_mark
 	out=$(timeout $((SECS + 60)) fio --name=bench --filename="$DEV" --rw="$rw" --bs="$bs" \
 		--iodepth="$qd" --direct=1 --ioengine=libaio --runtime="$SECS" --time_based \
-		--output-format=json 2>&1)
+		${FIO_SIZE:+--size=$FIO_SIZE} --output-format=json 2>&1)
 	save_raw "" "$out"
 	local j=".jobs[0].$dir"
 	MSGS=$(jq "$j.total_ios" <<<"$out" 2>/dev/null)
@@ -803,27 +846,30 @@ fio_run() {
 	if [ "$qd" = 1 ]; then
 		VAL=$(jq "$j.clat_ns.percentile[\"50.000000\"] / 1000" <<<"$out")
 		P99=$(jq "$j.clat_ns.percentile[\"99.000000\"] / 1000" <<<"$out")
-	elif [ "${bs%k}" -ge 64 ]; then
+	elif [ "$(bs_kib "$bs")" -ge 64 ]; then
 		VAL=$(jq "$j.bw / 1024 * 10 | floor / 10" <<<"$out")
 	else
 		VAL=$(jq "$j.iops | floor" <<<"$out")
 	fi
-	NOTE="fio libaio direct, $SECS s, null_blk namespace on b"
+	NOTE="fio libaio direct, $SECS s, ${FIO_SIZE:+a $FIO_SIZE file on NFSv4.2 (tmpfs on b)}${FIO_SIZE:-null_blk namespace on b}"
 }
+
+bs_kib() { case $1 in *m) echo $((${1%m} * 1024)) ;; *) echo "${1%k}" ;; esac; }
 
 storage_label() { # RW:BS:QD -> "metric|unit|func args"
 	local rw=${1%%:*} rest=${1#*:} bs qd unit
 	bs=${rest%%:*} qd=${rest#*:}
 	if [ "$qd" = 1 ]; then unit=us
-	elif [ "${bs%k}" -ge 64 ]; then unit=MiB/s
+	elif [ "$(bs_kib "$bs")" -ge 64 ]; then unit=MiB/s
 	else unit=IOPS; fi
-	echo "fio $rw ${bs%k} KiB QD$qd|$unit|fio_run $rw $bs $qd"
+	echo "fio $rw $(bs_kib "$bs") KiB QD$qd|$unit|fio_run $rw $bs $qd"
 }
 
 storage_round() { # ROUND SYSTEM
-	local round=$1 sys=$2 t lab metric unit fn ok=1
-	storage_up "$sys" || ok=0
-	for t in $STORAGE_TESTS; do
+	local round=$1 sys=$2 t lab metric unit fn ok=1 kind=storage tests=$STORAGE_TESTS
+	[[ $sys == nfs-* ]] && kind=nfs tests=$NFS_TESTS
+	${kind}_up "$sys" || ok=0
+	for t in $tests; do
 		lab=$(storage_label "$t")
 		if [ $ok = 1 ]; then
 			IFS='|' read -r metric unit fn <<<"$lab"
@@ -834,7 +880,7 @@ storage_round() { # ROUND SYSTEM
 			record "$sys" "$metric" "$unit" "$round" NA 0 0 "$SETUP_NOTE"
 		fi
 	done
-	storage_down
+	${kind}_down
 }
 
 # ---- main -----------------------------------------------------------------------------

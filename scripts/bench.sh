@@ -20,7 +20,7 @@
 # BENCH_TOPOS ("loop pair"), BENCH_OUT (build/bench), BENCH_TIMEOUT (2400 s
 # per topology), and the selections of scripts/bench-guest.sh (BENCH_ETH,
 # BENCH_ETH_TESTS, BENCH_RDMA, BENCH_RDMA_TESTS, BENCH_LINK, BENCH_DOORBELL,
-# BENCH_PROBE_RUNS, BENCH_PROBE_MIB, BENCH_STORAGE, BENCH_STORAGE_TESTS); BENCH_OLD_REV when BENCH_RDMA names
+# BENCH_PROBE_RUNS, BENCH_PROBE_MIB, BENCH_STORAGE, BENCH_STORAGE_TESTS, BENCH_NFS_TESTS); BENCH_OLD_REV when BENCH_RDMA names
 # ntrdma-old (scripts/build-old.sh).
 set -euo pipefail
 
@@ -88,12 +88,12 @@ else
 	OUT=${OUT:-$ROOT/build/bench}
 	for v in BENCH_REPEATS BENCH_SECS BENCH_LAT_ITERS BENCH_LINK BENCH_DOORBELL BENCH_ETH \
 		BENCH_ETH_TESTS BENCH_RDMA BENCH_RDMA_TESTS BENCH_PROBE_RUNS BENCH_PROBE_MIB \
-		BENCH_STORAGE BENCH_STORAGE_TESTS; do
+		BENCH_STORAGE BENCH_STORAGE_TESTS BENCH_NFS_TESTS; do
 		[ -n "${!v+set}" ] && GUEST_ENV+=("$v=${!v}")
 	done
 	# Rows that must have results (other rows may be n/a: a peer may lack a
 	# test; a tool that fails 3 times is reported n/a with its reason).
-	if [ -z "${BENCH_ETH+set}${BENCH_ETH_TESTS+set}${BENCH_RDMA+set}${BENCH_RDMA_TESTS+set}${BENCH_LINK+set}${BENCH_STORAGE+set}${BENCH_STORAGE_TESTS+set}" ]; then
+	if [ -z "${BENCH_ETH+set}${BENCH_ETH_TESTS+set}${BENCH_RDMA+set}${BENCH_RDMA_TESTS+set}${BENCH_LINK+set}${BENCH_STORAGE+set}${BENCH_STORAGE_TESTS+set}${BENCH_NFS_TESTS+set}" ]; then
 		for t in $TOPOS; do
 			REQUIRE+=("$t|ntb_hw_ivshmem|flat window copy" "$t|ntb_hw_ivshmem|MW copy")
 			for s in ntb_netdev ntr0 ntr0-win veth; do
@@ -110,6 +110,9 @@ else
 			# kernel storage, beside its TCP form on the same link
 			for s in nvmeof-rdma nvmeof-tcp@ntr0; do
 				REQUIRE+=("$t|$s|fio randread 4 KiB QD1" "$t|$s|fio read 128 KiB QD8")
+			done
+			for s in nfs-rdma nfs-tcp@ntr0; do
+				REQUIRE+=("$t|$s|fio write 1024 KiB QD4" "$t|$s|fio read 1024 KiB QD4")
 			done
 		done
 	fi
@@ -184,7 +187,7 @@ echo "bench: results in $OUT: results.json results.md chart.png" >&2
 # The default full run publishes its results in doc/ (README links them):
 # both topologies, every system, output in build/bench, nothing failed.
 # The copy carries no date or revision: the commit that adds it says when.
-sel="${BENCH_ETH+set}${BENCH_ETH_TESTS+set}${BENCH_RDMA+set}${BENCH_RDMA_TESTS+set}${BENCH_LINK+set}${BENCH_DOORBELL+set}${BENCH_STORAGE+set}${BENCH_STORAGE_TESTS+set}"
+sel="${BENCH_ETH+set}${BENCH_ETH_TESTS+set}${BENCH_RDMA+set}${BENCH_RDMA_TESTS+set}${BENCH_LINK+set}${BENCH_DOORBELL+set}${BENCH_STORAGE+set}${BENCH_STORAGE_TESTS+set}${BENCH_NFS_TESTS+set}"
 if [ "$SMOKE$QUICK" = 00 ] && [ -z "$OUT_SET" ] && [ "$TOPOS" = "loop pair" ] && [ -z "$sel" ] &&
 	[ "$rep_rc" = 0 ] && [ "$fail" = 0 ]; then
 	{
