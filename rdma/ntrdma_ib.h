@@ -33,7 +33,7 @@
 #define NTRDMA_MAX_QP		4096
 #define NTRDMA_MAX_QP_WR	4096
 #define NTRDMA_MAX_CQ		4096
-#define NTRDMA_MAX_CQE		65535
+#define NTRDMA_MAX_CQE		(BIT(22) - 1)	/* as mlx5: rxm asks 65536+ */
 #define NTRDMA_MAX_MR		16384
 #define NTRDMA_MAX_PD		4096
 #define NTRDMA_MAX_SRQ		1024

@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
 # rdma_cm over NTRDMA (port 2, iw_cm over the command channel): unmodified
-# rping, qperf -cm1 and perftest -R between the two ends of the NTB (loop:
-# the two ntr netdevs in namespaces cmA/cmB of this host; pair: this host and
-# the peer), a refused connect, the port's look (rdma link, GID = MAC), the
-# READ depths each end is told and its QP gets (ntrdma_cm_param), and a
-# disconnect that races the passive side's accept (ntrdma_cm_disc_race).
+# rping, qperf -cm1, perftest -R and libfabric's fi_pingpong between the two
+# ends of the NTB (loop: the two ntr netdevs in namespaces cmA/cmB of this
+# host; pair: this host and the peer), a refused connect, the port's look
+# (rdma link, GID = MAC), the READ depths each end is told and its QP gets
+# (ntrdma_cm_param), and a disconnect that races the passive side's accept
+# (ntrdma_cm_disc_race).
 # Every tool run passes when the client (and the server) exit 0 within the
 # timeout and the output holds the expected figure.
 # Runs in flat mode (test bed: --flat 1) and in windowed mode (--flat 0).
@@ -17,7 +18,7 @@
 . "$(dirname "$0")/lib/verbs.sh"
 
 T=${CM_TIMEOUT:-60}
-NTESTS=20
+NTESTS=24
 SIP=10.79.3.2
 CIP=10.79.3.1
 
@@ -330,7 +331,47 @@ else
 fi
 PORT=$((PORT + 1))
 
-# 17: nothing left behind: no QP, no cm_id (rdma resource)
+# 17-20: libfabric's fi_pingpong over its verbs provider: FI_EP_MSG (rdma_cm
+# connected RC QPs) and FI_EP_RDM (ofi_rxm over them; MPI libraries over OFI
+# use it), with the receiver checking the data (-c). RDM runs with
+# libfabric's defaults: rxm sizes its CQ for every peer of the universe,
+# (tx + rx) x FI_UNIVERSE_SIZE entries, which a device must allow.
+# fi_pingpong's own TCP exchange listens on PORT (-B / -P).
+fi_listening() { S "ss -Hltn 'sport = :$1' | grep -q ."; }
+fi_pp() { # EP SIZE ITERS
+	local f=/tmp/cm-fi.$$ rc args="-p verbs -e $1 -S $2 -I $3 -c"
+	S "rm -f $f.*; (timeout $((T + 10)) fi_pingpong $args -B $PORT >$f.out 2>&1; echo \$? >$f.rc) </dev/null >/dev/null 2>&1 &"
+	wait_for 15 fi_listening "$PORT" || ktap_diag "fi_pingpong: no listener on port $PORT after 15 s"
+	OUT=$(C "timeout $T fi_pingpong $args -P $PORT $SIP" 2>&1)
+	rc=$?
+	wait_for 15 S "test -s $f.rc" || S "pkill -f 'fi_pingpong.*-B $PORT'"
+	SRC=$(S "cat $f.rc 2>/dev/null")
+	SOUT=$(S "cat $f.out 2>/dev/null")
+	PORT=$((PORT + 1))
+	# "64  100  =100  12k  0.30s  0.04  1504.06  0.00": sent, acked, usec/xfer
+	local line us
+	line=$(grep -E "^[0-9]+[kmg]? +$3 +=$3 " <<<"$OUT" | head -1)
+	us=$(awk '{ print $7 }' <<<"$line")
+	ktap_diag "fi_pingpong -e $1 -S $2: client exit $rc, server exit ${SRC:-none}: ${us:-?} us/xfer"
+	[ "$rc" = 0 ] && [ "$SRC" = 0 ] && [ -n "$line" ] && return 0
+	tool_says client <<<"$OUT"
+	tool_says server <<<"$SOUT"
+	dmesg_tail
+	return 1
+}
+if ! command -v fi_pingpong >/dev/null; then
+	for n in "MSG 64" "MSG 65536" "RDM 64" "RDM 65536"; do
+		ktap_fail "fi_pingpong $n: fi_pingpong missing (libfabric-bin; make deps)"
+	done
+else
+	ktap_check "fi_pingpong FI_EP_MSG 64 B: 100 checked round trips" fi_pp msg 64 100
+	ktap_check "fi_pingpong FI_EP_MSG 64 KiB: 50 checked round trips" fi_pp msg 65536 50
+	ktap_check "fi_pingpong FI_EP_RDM 64 B (libfabric's default CQ size): 100 checked round trips" \
+		fi_pp rdm 64 100
+	ktap_check "fi_pingpong FI_EP_RDM 64 KiB: 50 checked round trips" fi_pp rdm 65536 50
+fi
+
+# 21: nothing left behind: no QP, no cm_id (rdma resource)
 sleep 1
 left=$(rdma resource show qp 2>/dev/null | grep -c "$CDEV")
 cm=$(rdma resource show cm_id 2>/dev/null | grep -c "$CDEV")
@@ -357,7 +398,7 @@ stream_then() {
 	rm -f $f.cli
 }
 
-# 18: the peer's driver goes away during an rdma_cm stream
+# 22: the peer's driver goes away during an rdma_cm stream
 if is_pair; then
 	stream_then 'peer "modprobe -r ntrdma"'
 else
@@ -367,7 +408,7 @@ ktap_check "peer driver gone during ib_write_bw -R: stream failed (exit $STREAM_
 	test "$STREAM_RC" != 0 -a "$STREAM_RC" != 124 -a "$STREAM_S" -lt 30
 S "pkill -f ib_write_bw" 2>/dev/null
 
-# 19: it comes back: rping connects again
+# 23: it comes back: rping connects again
 if is_pair; then peer "modprobe ntrdma"; else echo "$REMOTE_DEV" > $NTB_DRV/bind; fi
 ends_up || ktap_diag "no ping to $SIP after the peer returned"
 wait_for 15 port_is "$CDEV" PORT_ACTIVE
@@ -380,7 +421,7 @@ else
 fi
 PORT=$((PORT + 1))
 
-# 20: our own driver unloaded during an rdma_cm stream
+# 24: our own driver unloaded during an rdma_cm stream
 UNLOAD_RC=
 stream_then 'timeout 60 modprobe -r ntrdma; UNLOAD_RC=$?'
 ktap_check "driver unloaded during ib_write_bw -R: modprobe -r exit ${UNLOAD_RC:-?}, stream exit $STREAM_RC after $STREAM_S s" \

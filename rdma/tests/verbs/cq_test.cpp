@@ -57,6 +57,19 @@ TEST_F(Verbs, CqMaxCqeHonouredExactly) {
     EXPECT_EQ(ibv_create_cq(ctx_, 0, nullptr, nullptr, 0), nullptr);
 }
 
+// libfabric's RDM endpoints (ofi_rxm) size one CQ for every peer's queues:
+// (tx + rx) x FI_UNIVERSE_SIZE, 65536 entries with the defaults. HCAs allow
+// millions (mlx5: 2^22 - 1).
+TEST_F(Verbs, CqOfMillionsOfEntries) {
+    EXPECT_GE(dev_.max_cqe, (1 << 22) - 1);
+    ibv_cq* cq = ibv_create_cq(ctx_, 1 << 20, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr) << "errno " << errno;
+    EXPECT_GE(cq->cqe, 1 << 20);
+    ibv_wc wc[4];
+    EXPECT_EQ(ibv_poll_cq(cq, 4, wc), 0);
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+}
+
 TEST_F(Verbs, CqCompletionVectorsAndChannel) {
     ASSERT_GE(ctx_->num_comp_vectors, 1);
     ibv_comp_channel* ch = ibv_create_comp_channel(ctx_);
