@@ -83,6 +83,7 @@ enum ntrdma_hw_stat {
 	NTRDMA_HW_PUSHED_READS,		/* READs the peer wrote into our sink */
 	NTRDMA_HW_UD_DROPPED,		/* datagrams no receive took */
 	NTRDMA_HW_RX_POLLED,		/* segments found by polling (rx_poll_us) */
+	NTRDMA_HW_UC_DROPPED,		/* UC messages the responder refused */
 	NTRDMA_HW_NSTATS
 };
 
@@ -424,7 +425,7 @@ struct ntrdma_qp {
 	u8 rcv_op;
 	struct ntrdma_rwqe rcv;
 	bool rcv_wqe;			/* rcv holds a receive WQE */
-	bool rcv_drop;			/* rest of this message dropped */
+	bool uc_drop;			/* UC: resp_msn's message dropped */
 	struct ntrdma_mr *wr_mr;	/* WRITE target */
 	u64 wr_raddr;			/* its checked start... */
 	u32 wr_rkey;			/* ...the key checked each segment */
@@ -600,6 +601,12 @@ void req_error(struct ntrdma_qp *qp, struct ntrdma_swqe *w, int status);
 int req_invalidate(struct ntrdma_qp *qp, struct ntrdma_swqe *w, u32 key);
 
 /* Shared with ntrdma_comp.c, inline: both files call them in loops. */
+/* RC or UC: connected to one QP, its messages in msn order. */
+static inline bool ntrdma_qp_connected(const struct ntrdma_qp *qp)
+{
+	return qp->ibqp.qp_type == IB_QPT_RC || qp->ibqp.qp_type == IB_QPT_UC;
+}
+
 /* In @state a QP's responder takes the peer's requests and answers. */
 static inline bool ntrdma_qp_answers(enum ib_qp_state state)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * NTRDMA verbs face: queue pairs (RC; UD for user QPs, ntrdma_ud.c).
+ * NTRDMA verbs face: queue pairs (RC, UC; UD for user QPs, ntrdma_ud.c).
  *
  * Objects and the state machine: every transition and attribute mask is
  * checked with ib_modify_qp_is_ok() as real HCAs do, then every attribute
@@ -46,7 +46,7 @@ static int qp_check_create(const struct ib_qp_init_attr *attr,
 	int rc;
 
 	/* UD: address handles live in user space (the provider). */
-	if (attr->qp_type != IB_QPT_RC &&
+	if (attr->qp_type != IB_QPT_RC && attr->qp_type != IB_QPT_UC &&
 	    !(attr->qp_type == IB_QPT_UD && udata))
 		return -EOPNOTSUPP;
 	if (attr->qp_type == IB_QPT_UD &&
@@ -473,7 +473,7 @@ static void ntrdma_qp_export_state(struct ntrdma_qp *qp, enum ib_qp_state cur,
 		       (mask & (IB_QP_ACCESS_FLAGS | IB_QP_DEST_QPN));
 
 	if (qp->ibqp.qp_type != IB_QPT_RC)
-		return;	/* UD takes no placements */
+		return;	/* UC and UD take no placements */
 	/* A loopback QP takes nothing from the peer. */
 	if (ntrdma_qp_answers(next) && !qp->loopback && changed)
 		ntrdma_export_qp(qp, true);
@@ -674,7 +674,7 @@ void ntrdma_qps_link_down(struct ntrdma_ib *nib)
 	xa_for_each(&nib->qp_xa, index, qp) {
 		mutex_lock(&qp->lock);
 		/* A loopback QP never needed the link. */
-		fatal = qp->ibqp.qp_type == IB_QPT_RC && !qp->loopback &&
+		fatal = ntrdma_qp_connected(qp) && !qp->loopback &&
 			(qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS ||
 			 qp->state == IB_QPS_SQD || qp->state == IB_QPS_SQE);
 		if (fatal) {

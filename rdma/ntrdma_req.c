@@ -147,13 +147,16 @@ static int req_prepare(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 	return 0;
 }
 
-/* req_prepare(), then a UD QP's own rules. */
+/* req_prepare(), then a UD or UC QP's own rules. */
 static int req_prepare_qp(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
 	int st = req_prepare(qp, w);
 
 	if (!st && qp->ibqp.qp_type == IB_QPT_UD)
 		st = ntrdma_ud_prepare(qp, w);
+	/* UC: SENDs, WRITEs and local operations; nothing answered. */
+	if (!st && qp->ibqp.qp_type == IB_QPT_UC && is_rd_atomic(w->w.opcode))
+		st = IB_WC_LOC_QP_OP_ERR;
 	return st;
 }
 
@@ -204,7 +207,8 @@ static int req_place(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 
 	if (w->direct && w->sent == w->len)
 		return 0;
-	if (!w->direct && (!w->len || !req_all_done(qp)))
+	if (!w->direct && (!w->len || !req_all_done(qp) ||
+			   qp->ibqp.qp_type != IB_QPT_RC))
 		return -EAGAIN;
 	rc = ntrdma_place_write(qp, w);
 	if (rc == -EACCES || rc == -EFAULT) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * NTRDMA verbs face: the responder side of an RC QP.
+ * NTRDMA verbs face: the responder side of an RC or UC QP.
  *
  * Segments from the peer's requester arrive in the verbs transport's rx
  * work. Messages are taken strictly in msn order; anything else (the rest
@@ -16,6 +16,11 @@
  *    invalid request) and the QP enters ERR once the NAK is out.
  * Answers (ACKs, READ data, atomic results) leave in message order from the
  * QP's response queue; consecutive ACKs merge into one.
+ * A UC QP takes SENDs and WRITEs only and never NAKs: what an RC QP refuses
+ * it drops whole (IB UC), completing a receive WQE it took in error, and
+ * stays as it is; the message's msn is acknowledged after its last segment
+ * (our requester completes a message once acknowledged; UC has no retries,
+ * so the sender sees it complete as sent).
  */
 
 #include <linux/highmem.h>
@@ -88,16 +93,39 @@ static void resp_fatal_nak(struct ntrdma_qp *qp, enum ib_event_type ev)
 	ntrdma_hw_add(qp, NTRDMA_HW_NAK_SENT, 1);
 }
 
-/* Refuse message @msn; fatal ones put the QP in ERR once sent. */
+/*
+ * UC: the segments of the message being dropped (the one at resp_msn) go,
+ * its last one acknowledges it; false for any other segment.
+ */
+static bool resp_uc_skip(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+{
+	if (h->msn != qp->resp_msn)
+		return false;
+	if (h->flags & NTRDMA_VX_LAST) {
+		qp->uc_drop = false;
+		resp_ack(qp, h->msn);
+		qp->resp_msn = (qp->resp_msn + 1) & NTRDMA_VX_MSN_MASK;
+	}
+	return true;
+}
+
+/* Refuse message @msn; fatal ones put the QP in ERR once sent. UC drops it. */
 static void resp_nak(struct ntrdma_qp *qp, u32 msn, u8 syn,
 		     enum ib_event_type ev)
 {
 	struct ntrdma_rsp *r;
 
-	if (syn != NTRDMA_VX_SYN_RNR)
+	if (qp->ibqp.qp_type == IB_QPT_UC) {
+		ntrdma_hw_add(qp, NTRDMA_HW_UC_DROPPED, 1);
+		qp->uc_drop = true;
+		return;
+	}
+	if (syn != NTRDMA_VX_SYN_RNR) {
 		resp_fatal_nak(qp, ev);
-	else
+	} else {
+		qp->rnr_naks++;
 		ntrdma_hw_add(qp, NTRDMA_HW_RNR_NAK_SENT, 1);
+	}
 	r = resp_new(qp, NTRDMA_RSP_ACK, msn);
 	if (!r)
 		return;
@@ -394,7 +422,6 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 		st = qp->rcv_wqe ? 0 : ntrdma_resp_take_wqe(qp);
 		if (st == -EAGAIN) {
 			ntrdma_resp_release_rcv(qp);
-			qp->rnr_naks++;
 			resp_nak(qp, h->msn, NTRDMA_VX_SYN_RNR, 0);
 			return st;
 		}
@@ -503,6 +530,18 @@ static bool resp_msn_ok(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 	return true;
 }
 
+/* The segment is for this QP, in order, and still to be taken. */
+static bool resp_takes(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
+{
+	if (!ntrdma_qp_answers(qp->state) || qp->resp_fatal ||
+	    h->src_qpn != qp->dest_qp_num || qp->uc_drop ||
+	    !resp_msn_ok(qp, h))
+		return false;
+	/* UC: nothing to answer with (a requester of ours never asks) */
+	return qp->ibqp.qp_type != IB_QPT_UC ||
+	       (h->op != NTRDMA_VX_READ_REQ && h->op != NTRDMA_VX_ATOMIC_REQ);
+}
+
 /* A request segment from the peer's requester (rx work). */
 void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		    const void *payload, u32 len)
@@ -511,8 +550,10 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	int rc = 0;
 
 	spin_lock_irqsave(&qp->sq_lock, flags);
-	if (!ntrdma_qp_answers(qp->state) || qp->resp_fatal ||
-	    h->src_qpn != qp->dest_qp_num || !resp_msn_ok(qp, h)) {
+	if (qp->uc_drop && ntrdma_qp_answers(qp->state) &&
+	    h->src_qpn == qp->dest_qp_num && resp_uc_skip(qp, h))
+		goto out;
+	if (!resp_takes(qp, h)) {
 		ntrdma_hw_add(qp, NTRDMA_HW_RX_DROPPED, 1);
 		goto out;
 	}
@@ -574,6 +615,9 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 	resp_ack(qp, h->msn);
 	qp->resp_msn = (qp->resp_msn + 1) & NTRDMA_VX_MSN_MASK;
 kick:
+	/* A UC message dropped at its last segment is acknowledged now. */
+	if (qp->uc_drop)
+		resp_uc_skip(qp, h);
 	/*
 	 * The answers leave at the end of the receive pass
 	 * (ntrdma_transport.c).
@@ -800,6 +844,7 @@ void ntrdma_resp_reset(struct ntrdma_qp *qp)
 {
 	qp->resp_msn = qp->rq_psn & NTRDMA_VX_MSN_MASK;
 	qp->resp_fatal = false;
+	qp->uc_drop = false;
 	qp->resp_event = 0;
 }
 

@@ -133,15 +133,15 @@ static void vx_nak(struct ntrdma_ib *nib, const struct ntrdma_vx_hdr *req,
 
 /*
  * The QP numbered @qpn, if it takes segments that came the way this one
- * did: a loopback RC QP only from the loopback, any other RC QP only from
- * the peer; a UD QP from both.
+ * did: a loopback RC or UC QP only from the loopback, any other one only
+ * from the peer; a UD QP from both.
  */
 static struct ntrdma_qp *vx_dst_qp(struct ntrdma_ib *nib, u32 qpn,
 				   bool loopback)
 {
 	struct ntrdma_qp *qp = xa_load(&nib->qp_xa, qpn);
 
-	if (qp && qp->ibqp.qp_type == IB_QPT_RC &&
+	if (qp && ntrdma_qp_connected(qp) &&
 	    READ_ONCE(qp->loopback) != loopback)
 		return NULL;
 	return qp;
@@ -375,7 +375,7 @@ void ntrdma_vx_wait_space(struct ntrdma_qp *qp)
 void ntrdma_vx_flush_tx(struct ntrdma_qp *qp)
 {
 	/* each loopback segment was queued as it was sent */
-	if (READ_ONCE(qp->loopback) && qp->ibqp.qp_type == IB_QPT_RC)
+	if (READ_ONCE(qp->loopback) && ntrdma_qp_connected(qp))
 		return;
 	ntrdma_tqp_send_flush(to_nib(qp->ibqp.device)->vx->tqp);
 }

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
 # Unmodified RDMA tools over NTRDMA's verbs face: rdma-core's ibv_devices,
-# ibv_devinfo, ibv_rc_pingpong, ibv_srq_pingpong and ibv_ud_pingpong, perftest (ib_*_bw,
-# ib_*_lat) and qperf, each run between the two ends of the NTB (loop: the
-# two ntrdma devices of this host; pair: this host and the peer).
+# ibv_devinfo, ibv_rc_pingpong, ibv_srq_pingpong, ibv_ud_pingpong and
+# ibv_uc_pingpong (also within one device), perftest (ib_*_bw, ib_*_lat) and
+# qperf, each run between the two ends of the NTB (loop: the two ntrdma
+# devices of this host; pair: this host and the peer).
 # Every tool run is one subtest: it passes when the client (and the server)
 # exit 0 within the timeout AND the output holds the expected figure (a
 # positive bandwidth, latency or count), which is printed as a diag line.
@@ -35,7 +36,7 @@ mkdir -p "$OUT"
 
 # name|kind: kind is how the figure is parsed (see run_pp / run_perftest /
 # run_qperf below).
-NTESTS=34
+NTESTS=36
 
 ktap_header
 ktap_plan $NTESTS
@@ -44,7 +45,8 @@ ktap_plan $NTESTS
 # CDEV: the client's ib device (here); SDEV: the server's (loop: here too;
 # pair: on the peer); CNET/SNET: their netdevs; ADDR: the address the
 # out-of-band TCP exchange connects to.
-srv_sh() { if is_pair; then peer "$*"; else sh -c "$*"; fi; }
+# SRV_HERE=1: the server on this host whatever the topology.
+srv_sh() { if is_pair && [ -z "${SRV_HERE:-}" ]; then peer "$*"; else sh -c "$*"; fi; }
 
 # ntrdma_ends MODPARAMS: load ntrdma on both hosts with MODPARAMS and set up
 # the two ends (CDEV SDEV CNET SNET ADDR) over it.
@@ -211,7 +213,7 @@ else
 	ktap_fail "ibv_devinfo -v"
 fi
 
-# ---- 3-8: rdma-core's ping-pong examples -----------------------------------------------
+# ---- 3-10: rdma-core's ping-pong examples -----------------------------------------------
 # "8192000 bytes in 0.08 seconds = 819.20 Mbit/sec" and "... = 80.00 usec/iter"
 # from both ends; -c makes the receiving end check the data.
 run_pp() { # NAME TOOL ARGS...
@@ -237,8 +239,14 @@ run_pp "ibv_rc_pingpong -e (CQ events)" ibv_rc_pingpong -c -e -s 4096 -n 500
 run_pp "ibv_srq_pingpong" ibv_srq_pingpong -c -q 4 -s 4096 -n 100
 # UD: datagrams of up to the port MTU (4096), a 40-byte GRH before each
 run_pp "ibv_ud_pingpong -s 2048" ibv_ud_pingpong -c -s 2048 -n 500
+# UC: connected, unacknowledged; to the other end, then between two QPs of
+# the client's device (same-device loopback, its exchange over 127.0.0.1)
+run_pp "ibv_uc_pingpong -s 4096" ibv_uc_pingpong -c -s 4096 -n 500
+ip link set lo up
+SDEV=$CDEV ADDR=127.0.0.1 SRV_HERE=1 run_pp "ibv_uc_pingpong -s 4096 (same device)" \
+	ibv_uc_pingpong -c -s 4096 -n 500
 
-# ---- 9-16: perftest ----------------------------------------------------------------------
+# ---- 11-18: perftest ----------------------------------------------------------------------
 # Without rdma_cm: the QPs are connected over perftest's own TCP exchange,
 # -x GID index, -F no cpufreq warning. The result line follows the
 # " #bytes ..." header: bandwidth tests print BW average (MB/s, column 4),
@@ -297,7 +305,7 @@ run_perftest write_lat -s 2 -n 1000
 run_perftest read_lat -s 2 -n 1000
 run_perftest atomic_lat -n 1000
 
-# ---- 17-22: qperf --------------------------------------------------------------------------
+# ---- 19-24: qperf --------------------------------------------------------------------------
 # qperf (0.4.11) sets no GRH when it connects QPs itself. ntrdma's port has
 # an InfiniBand link layer, which takes a LID-only address: qperf connects
 # directly, the devices named with -li/-ri, over the tools' TCP address. A
@@ -338,7 +346,7 @@ if [ -n "$QNS" ]; then
 fi
 [ "${TOOLS_DEV:-}" = rxe ] && { rdma link delete rxe1; ip link del tdummy; } 2>/dev/null
 
-# ---- 23-26: the ends are still sane after all of it -------------------------------------
+# ---- 25-28: the ends are still sane after all of it -------------------------------------
 st=$(port_state "$CDEV")
 ktap_check "client port after the tools: ${st:-?}" test "$st" = PORT_ACTIVE
 sst=$(srv_sh "ibv_devinfo -d $SDEV" 2>/dev/null | sed -n 's/^[[:space:]]*state:[[:space:]]*\([A-Z_]*\).*/\1/p' | head -1)
@@ -361,7 +369,7 @@ else
 		eval "positive '${txb:-0}' && positive '${rxs:-0}' && [ '${txb:-0}' -gt 1000000 ]"
 fi
 
-# ---- 27-31: checked mode (direct_placement=0 on both hosts) --------------------------------
+# ---- 29-33: checked mode (direct_placement=0 on both hosts) --------------------------------
 # The target-checked path every WRITE takes where the peer's kernel is not
 # trusted to place (doc/placement.md, trust model): data tools again, and the
 # requester's placed_writes counter shows which path carried the WRITEs.
@@ -391,7 +399,7 @@ else
 		test "${placed:-none}" = 0 -a "$dp" = N
 fi
 
-# ---- 32-34: adaptive polling (rx_poll_us, both hosts) -------------------------------------
+# ---- 34-36: adaptive polling (rx_poll_us, both hosts) -------------------------------------
 # 500 round trips of ib_send_lat -e with rx_poll_us 0 and then 20000 (20 ms)
 # on both hosts. Polling yields to any other runnable task, so the test
 # gives it a CPU of its own: the tools sleep for completion events (-e) on

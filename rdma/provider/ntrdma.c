@@ -347,7 +347,9 @@ static struct ibv_qp *ntr_create_qp_ex(struct ibv_context *context,
 	int rc = EOPNOTSUPP;
 
 	if ((attr->comp_mask & ~known) ||
-	    (wr_api && (attr->send_ops_flags & ~(uint64_t)NTR_WR_OPS)))
+	    (wr_api && (attr->send_ops_flags & ~(uint64_t)NTR_WR_OPS)) ||
+	    (wr_api && attr->qp_type == IBV_QPT_UC &&
+	     (attr->send_ops_flags & NTR_UC_NO_OPS)))
 		goto err;
 	rc = ENOMEM;
 	qp = ntr_qp_alloc();
@@ -519,6 +521,11 @@ static int ntr_build_send_wqe(struct ntr_qp *qp, struct ntrdma_send_wqe *wqe,
 		return EINVAL;
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD && wr->opcode != IBV_WR_SEND &&
 	    wr->opcode != IBV_WR_SEND_WITH_IMM)
+		return EINVAL;
+	if (qp->vqp.qp.qp_type == IBV_QPT_UC &&
+	    (wr->opcode == IBV_WR_RDMA_READ ||
+	     wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	     wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
 		return EINVAL;
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		for (i = 0; i < wr->num_sge; i++) {

@@ -141,6 +141,10 @@ struct ibv_cq_ex *ntr_create_cq_ex(struct ibv_context *context,
 	 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |         \
 	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_BIND_MW |         \
 	 IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV)
+/* What a UC QP does not do: nothing is answered on it. */
+#define NTR_UC_NO_OPS                                                          \
+	(IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |         \
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
 void ntr_wr_init(struct ntr_qp *qp);
 
 #endif /* NTRDMA_PROVIDER_H */

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// UC QPs: connected, unacknowledged as seen by the user. SEND, SEND with
+// immediate and RDMA WRITE (with immediate) between a UC pair, to the peer
+// device (loop topology: both ends in this guest) and within one device
+// (same-device loopback, both topologies). What a UC responder refuses (no
+// receive posted, a receive too small, a bad rkey) it drops whole: the
+// sender completes with success, the responder's QP stays in RTS, the
+// device counts it (uc_dropped), and the next message arrives. READ and
+// atomics are not UC operations: ibv_post_send refuses them.
+#include <arpa/inet.h>
+
+#include <thread>
+
+#include "verbs_datapath.hpp"
+
+namespace ntv {
+namespace {
+
+template <class Base>
+class Uc : public Base {
+  protected:
+    // A UC QP of @s on its CQs, in RESET (recorded on failure).
+    ibv_qp* UcQp(Side& s) {
+        ibv_qp_init_attr a{};
+        a.qp_type = IBV_QPT_UC;
+        a.send_cq = s.scq;
+        a.recv_cq = s.rcq;
+        a.cap.max_send_wr = 32;
+        a.cap.max_recv_wr = 32;
+        a.cap.max_send_sge = 1;
+        a.cap.max_recv_sge = 1;
+        ibv_qp* qp = ibv_create_qp(s.pd, &a);
+        if (!qp) {
+            ADD_FAILURE() << "UC ibv_create_qp on " << s.name << ": " << std::strerror(errno);
+            return nullptr;
+        }
+        this->qps_.push_back(qp);
+        return qp;
+    }
+
+    // @qp to RTS towards @dst's QP @dqpn, with the attributes IB names for
+    // UC: no READ depths, RNR timer, ACK timeout or retry counts.
+    static int UcToRts(ibv_qp* qp, const Side& dst, uint32_t dqpn) {
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_INIT;
+        a.port_num = 1;
+        a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+        int rc = ibv_modify_qp(
+            qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+        a = {};
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = IBV_MTU_1024;
+        a.dest_qp_num = dqpn;
+        a.ah_attr.is_global = 1;
+        a.ah_attr.dlid = dst.lid;
+        a.ah_attr.port_num = 1;
+        a.ah_attr.grh.sgid_index = GidIndex();
+        a.ah_attr.grh.hop_limit = 1;
+        a.ah_attr.grh.dgid = dst.gid;
+        if (!rc) {
+            rc = ibv_modify_qp(
+                qp, &a,
+                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
+        }
+        a = {};
+        a.qp_state = IBV_QPS_RTS;
+        return rc ? rc : ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+    }
+
+    // A connected UC pair: a on the requester's side, b on the responder's.
+    Conn ConnectUc() {
+        Conn c;
+        c.a = UcQp(this->a_);
+        c.b = UcQp(this->b_);
+        if (c.a && c.b) {
+            EXPECT_EQ(UcToRts(c.a, this->b_, c.b->qp_num), 0) << std::strerror(errno);
+            EXPECT_EQ(UcToRts(c.b, this->a_, c.a->qp_num), 0) << std::strerror(errno);
+        }
+        return c;
+    }
+
+    long long Dropped() { return HwCounter(this->b_.name, "uc_dropped"); }
+
+    // uc_dropped once it reached @want (the core caches the counters for
+    // a few ms), or its value after 2 s.
+    long long DroppedAtLeast(long long want) {
+        long long v = Dropped();
+        for (int i = 0; i < 100 && v < want; i++) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            v = Dropped();
+        }
+        return v;
+    }
+
+    // The sender's WC for @wr_id: success, of @op.
+    void ExpectSent(uint64_t wr_id, ibv_wc_opcode op) {
+        std::vector<ibv_wc> wc = PollCq(this->a_.scq, 1);
+        ASSERT_EQ(wc.size(), 1u) << "no send completion";
+        EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << WcStr(wc[0]);
+        EXPECT_EQ(wc[0].wr_id, wr_id);
+        EXPECT_EQ(wc[0].opcode, op);
+    }
+
+    // A SEND of @len bytes of @fill from @src; the responder's receive in
+    // @dst (posted as @recv_id) gets it whole.
+    void ExpectDelivered(const Conn& c, Buf* src, Buf* dst, uint32_t len, uint8_t fill,
+                         uint64_t recv_id) {
+        std::memset(src->p(), fill, len);
+        ASSERT_EQ(PostRecv(c.b, recv_id, {dst->sge(0, len)}), 0);
+        ASSERT_EQ(Post(c.a, SendWr(recv_id + 100, src->sge(0, len))), 0);
+        ExpectSent(recv_id + 100, IBV_WC_SEND);
+        std::vector<ibv_wc> wc = PollCq(this->b_.rcq, 1);
+        ASSERT_EQ(wc.size(), 1u) << "the SEND did not arrive";
+        EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << WcStr(wc[0]);
+        EXPECT_EQ(wc[0].wr_id, recv_id);
+        EXPECT_EQ(wc[0].byte_len, len);
+        EXPECT_EQ(wc[0].qp_num, c.b->qp_num);
+        EXPECT_EQ(wc[0].src_qp, c.a->qp_num);
+        EXPECT_EQ(std::count(dst->p(), dst->p(len), fill), static_cast<long>(len)) << "payload";
+    }
+};
+
+struct UcNames {
+    template <class T>
+    static std::string GetName(int i) {
+        return i ? "SameDevice" : "Peer";
+    }
+};
+using UcBases = ::testing::Types<DataPath, SameDevice>;
+TYPED_TEST_SUITE(Uc, UcBases, UcNames);
+
+constexpr uint32_t kBig = 256 * 1024;  // many segments
+
+TYPED_TEST(Uc, SendAndWriteWithImmediate) {
+    Conn c = this->ConnectUc();
+    Buf* src = this->Reg(this->a_, kBig, kLocal);
+    Buf* dst = this->Reg(this->b_, kBig, kLocal | IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_FALSE(this->HasFailure());
+    this->ExpectDelivered(c, src, dst, 4096, 0x5a, 1);
+    this->ExpectDelivered(c, src, dst, kBig, 0xa5, 2);
+
+    std::memset(src->p(), 0x3c, kBig);
+    Wr w = WriteWr(3, src->sge(0, kBig), dst);
+    w.op = IBV_WR_RDMA_WRITE_WITH_IMM;
+    w.imm = htonl(0x1234);
+    ASSERT_EQ(PostRecv(c.b, 4, {dst->sge(0, 0)}), 0);
+    ASSERT_EQ(Post(c.a, w), 0);
+    this->ExpectSent(3, IBV_WC_RDMA_WRITE);
+    std::vector<ibv_wc> wc = PollCq(this->b_.rcq, 1);
+    ASSERT_EQ(wc.size(), 1u) << "no receive for the immediate";
+    EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << WcStr(wc[0]);
+    EXPECT_EQ(wc[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+    EXPECT_TRUE(wc[0].wc_flags & IBV_WC_WITH_IMM);
+    EXPECT_EQ(ntohl(wc[0].imm_data), 0x1234u);
+    EXPECT_EQ(std::count(dst->p(), dst->p(kBig), 0x3c), static_cast<long>(kBig)) << "WRITE payload";
+}
+
+// No receive posted: the message is dropped (no RNR wait), the sender
+// completes, and the next message takes the next receive.
+TYPED_TEST(Uc, SendWithoutReceiveIsDropped) {
+    Conn c = this->ConnectUc();
+    Buf* src = this->Reg(this->a_, kBig, kLocal);
+    Buf* dst = this->Reg(this->b_, kBig, kLocal);
+    ASSERT_FALSE(this->HasFailure());
+    const long long before = this->Dropped();
+    for (uint32_t len : {64u, kBig}) {
+        std::memset(src->p(), 0xee, len);
+        ASSERT_EQ(Post(c.a, SendWr(10 + len, src->sge(0, len))), 0);
+        this->ExpectSent(10 + len, IBV_WC_SEND);
+    }
+    EXPECT_EQ(this->DroppedAtLeast(before + 2), before + 2) << "uc_dropped";
+    EXPECT_TRUE(Drain(this->b_.rcq, 100).empty()) << "a dropped message completed a receive";
+    EXPECT_EQ(QpState(c.b), IBV_QPS_RTS);
+    this->ExpectDelivered(c, src, dst, kBig, 0x11, 20);
+    EXPECT_EQ(std::count(dst->p(), dst->p(kBig), 0xee), 0) << "a dropped payload arrived";
+}
+
+// A receive too small completes in error; a WRITE with a bad rkey leaves
+// nothing. Both messages are dropped, the QPs stay up, the next one arrives.
+TYPED_TEST(Uc, RefusedMessagesLeaveTheQpUp) {
+    Conn c = this->ConnectUc();
+    Buf* src = this->Reg(this->a_, kBig, kLocal);
+    Buf* dst = this->Reg(this->b_, kBig, kLocal | IBV_ACCESS_REMOTE_WRITE);
+    ASSERT_FALSE(this->HasFailure());
+    const long long before = this->Dropped();
+    ASSERT_EQ(PostRecv(c.b, 30, {dst->sge(0, 16)}), 0);
+    ASSERT_EQ(Post(c.a, SendWr(31, src->sge(0, 8192))), 0);
+    this->ExpectSent(31, IBV_WC_SEND);
+    std::vector<ibv_wc> wc = PollCq(this->b_.rcq, 1);
+    ASSERT_EQ(wc.size(), 1u) << "the receive too small did not complete";
+    EXPECT_EQ(wc[0].wr_id, 30u);
+    EXPECT_EQ(wc[0].status, IBV_WC_LOC_LEN_ERR) << WcStr(wc[0]);
+
+    std::memset(src->p(), 0x77, kBig);
+    Wr w = WriteWr(32, src->sge(0, kBig), dst);
+    w.rkey ^= 0x80;
+    ASSERT_EQ(Post(c.a, w), 0);
+    this->ExpectSent(32, IBV_WC_RDMA_WRITE);
+    EXPECT_EQ(this->DroppedAtLeast(before + 2), before + 2) << "uc_dropped";
+    EXPECT_EQ(std::count(dst->p(), dst->p(kBig), 0x77), 0) << "a WRITE with a bad rkey landed";
+    EXPECT_EQ(QpState(c.a), IBV_QPS_RTS);
+    EXPECT_EQ(QpState(c.b), IBV_QPS_RTS);
+    this->ExpectDelivered(c, src, dst, 4096, 0x22, 33);
+}
+
+TYPED_TEST(Uc, ReadAndAtomicsRefused) {
+    Conn c = this->ConnectUc();
+    Buf* src = this->Reg(this->a_, 64, kLocal);
+    Buf* dst = this->Reg(this->b_, 64, kRemoteAll);
+    ASSERT_FALSE(this->HasFailure());
+    EXPECT_NE(Post(c.a, ReadWr(40, src->sge(0, 8), dst)), 0);
+    Wr w = WriteWr(41, src->sge(0, 8), dst);
+    w.op = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    EXPECT_NE(Post(c.a, w), 0);
+    EXPECT_TRUE(Drain(this->a_.scq, 100).empty()) << "a refused WR completed";
+    EXPECT_EQ(QpState(c.a), IBV_QPS_RTS);
+    ibv_qp_init_attr_ex x{};
+    x.qp_type = IBV_QPT_UC;
+    x.send_cq = this->a_.scq;
+    x.recv_cq = this->a_.rcq;
+    x.cap.max_send_wr = x.cap.max_recv_wr = x.cap.max_send_sge = x.cap.max_recv_sge = 1;
+    x.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    x.pd = this->a_.pd;
+    x.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ;
+    ibv_qp* qp = ibv_create_qp_ex(this->a_.ctx, &x);
+    EXPECT_EQ(qp, nullptr) << "a UC QP with ibv_wr_rdma_read";
+    if (qp) {
+        this->qps_.push_back(qp);
+    }
+}
+
+// The RC-only attributes are not UC's (ib_modify_qp_is_ok's table).
+TYPED_TEST(Uc, RcAttributesRefused) {
+    ibv_qp* qp = this->UcQp(this->a_);
+    ASSERT_NE(qp, nullptr);
+    ASSERT_EQ(QpToInit(qp, IBV_ACCESS_REMOTE_WRITE), 0);
+    RtrSpec r;
+    r.dest_qpn = qp->qp_num;
+    r.dgid = this->b_.gid;
+    r.dlid = this->b_.lid;
+    EXPECT_NE(QpToRtr(qp, r), 0) << "RTR with max_dest_rd_atomic and min_rnr_timer";
+    EXPECT_EQ(QpState(qp), IBV_QPS_INIT);
+}
+
+}  // namespace
+}  // namespace ntv
