@@ -922,6 +922,9 @@ static const char ntr_stat_names[][ETH_GSTRING_LEN] = {
 	"tx_wakes", "tx_doorbells", "tx_dma",
 };
 
+/* Then each queue's own, as rxN_... and txN_... (ntr_queue_strings()). */
+#define NTR_QUEUE_STATS	8
+
 static void ntr_get_drvinfo(struct net_device *dev,
 			    struct ethtool_drvinfo *info)
 {
@@ -934,13 +937,55 @@ static void ntr_get_drvinfo(struct net_device *dev,
 
 static int ntr_get_sset_count(struct net_device *dev, int sset)
 {
-	return sset == ETH_SS_STATS ? ARRAY_SIZE(ntr_stat_names) : -EOPNOTSUPP;
+	struct ntrdma_net *net = netdev_priv(dev);
+
+	if (sset != ETH_SS_STATS)
+		return -EOPNOTSUPP;
+	return ARRAY_SIZE(ntr_stat_names) + net->nq * NTR_QUEUE_STATS;
+}
+
+static void ntr_queue_strings(u8 **p, int i)
+{
+	ethtool_sprintf(p, "rx%d_packets", i);
+	ethtool_sprintf(p, "rx%d_bytes", i);
+	ethtool_sprintf(p, "rx%d_dropped", i);
+	ethtool_sprintf(p, "tx%d_packets", i);
+	ethtool_sprintf(p, "tx%d_bytes", i);
+	ethtool_sprintf(p, "tx%d_busy", i);
+	ethtool_sprintf(p, "tx%d_wakes", i);
+	ethtool_sprintf(p, "tx%d_doorbells", i);
 }
 
 static void ntr_get_strings(struct net_device *dev, u32 sset, u8 *data)
 {
-	if (sset == ETH_SS_STATS)
-		memcpy(data, ntr_stat_names, sizeof(ntr_stat_names));
+	struct ntrdma_net *net = netdev_priv(dev);
+	int i;
+
+	if (sset != ETH_SS_STATS)
+		return;
+	memcpy(data, ntr_stat_names, sizeof(ntr_stat_names));
+	data += sizeof(ntr_stat_names);
+	for (i = 0; i < net->nq; i++)
+		ntr_queue_strings(&data, i);
+}
+
+/* Queue @q's counters in ntr_queue_strings() order; the next slot. */
+static u64 *ntr_queue_stats(struct ntr_queue *q, u64 *data)
+{
+	struct ntr_counters r, t, d;
+
+	ntr_read(&q->rxc, &r);
+	ntr_read(&q->txc, &t);
+	ntr_read(&q->donec, &d);
+	*data++ = r.packets;
+	*data++ = r.bytes;
+	*data++ = r.dropped;
+	*data++ = d.packets;
+	*data++ = d.bytes;
+	*data++ = t.busy;
+	*data++ = atomic64_read(&q->tx_wakes);
+	*data++ = ntrdma_tqp_doorbells(q->tqp);
+	return data;
 }
 
 static void ntr_get_ethtool_stats(struct net_device *dev,
@@ -974,6 +1019,8 @@ static void ntr_get_ethtool_stats(struct net_device *dev,
 	*data++ = wakes;
 	*data++ = doorbells;
 	*data++ = ntrdma_dev_dma_copies(net->ndev) ? 1 : 0;
+	for (i = 0; i < net->nq; i++)
+		data = ntr_queue_stats(&net->q[i], data);
 }
 
 static void ntr_get_channels(struct net_device *dev,

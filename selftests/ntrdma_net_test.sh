@@ -21,7 +21,7 @@ B_IP=10.78.0.2
 NTB_DRV=/sys/bus/ntb/drivers/ntrdma
 
 ktap_header
-ktap_plan 34
+ktap_plan 35
 
 need_ntb_pair
 
@@ -43,11 +43,11 @@ ntr_of() { # SIDE NTBDEV
 }
 
 # Load (or bind) ntrdma on both sides, place and configure the netdevs.
-bring_up() {
+bring_up() { # [MODULE PARAMS]
 	if is_pair; then
-		load_ntrdma || return 1
+		load_ntrdma "$@" || return 1
 	else
-		modprobe ntrdma || return 1
+		modprobe ntrdma "$@" || return 1
 		ip netns add ntA 2>/dev/null
 		ip netns add ntB 2>/dev/null
 	fi
@@ -374,7 +374,39 @@ ktap_check "debugfs: link up" grep -q '^link: up' /sys/kernel/debug/ntrdma/ntrdm
 ktap_check "ethtool -i/-S/-k/-l work" $A "ethtool -i $IFA >/dev/null && ethtool -S $IFA >/dev/null && ethtool -k $IFA >/dev/null && ethtool -l $IFA >/dev/null"
 ktap_check "no protocol errors" sh -c "! grep -q '^proto_errors: [1-9]' /sys/kernel/debug/ntrdma/*/info"
 
-# 24-26: receive buffer allocations failing on B (test builds' fault
+# 24: two queues (net_queues=2): ethtool -S gives each queue's counters as
+# rxN_* and txN_*, they add up to the totals, and 16 TCP flows (hashed to a
+# queue each) use both queues. Then back to one queue.
+unload_both() {
+	modprobe -r ntrdma
+	is_pair && peer "modprobe -r ntrdma"
+	is_pair || { ip netns del ntA; ip netns del ntB; } 2>/dev/null
+}
+qsum() { awk -v p="$1" -v n="$2" '$1 ~ "^" p "[0-9]+_" n ":$" { s += $2 } END { print s + 0 }'; }
+qval() { awk -v n="$1:" '$1 == n { print $2 + 0; exit }'; }
+two_queues() {
+	local sa sb
+	unload_both
+	bring_up net_queues=2 && wait_for 10 ping_ok || return 1
+	$B "iperf3 -s -1 -D -p 5205 >/dev/null 2>&1"
+	sleep 0.5
+	$A "timeout 20 iperf3 -c $B_IP -p 5205 -t 2 -P 16 >/dev/null 2>&1"
+	sleep 1
+	sa=$($A "ethtool -S $IFA") sb=$($B "ethtool -S $IFB")
+	ktap_diag "A: tx0 $(qval tx0_packets <<<"$sa"), tx1 $(qval tx1_packets <<<"$sa"), tx_packets $(qval tx_packets <<<"$sa"); B: rx0 $(qval rx0_packets <<<"$sb"), rx1 $(qval rx1_packets <<<"$sb"), rx_packets $(qval rx_packets <<<"$sb")"
+	[ "$(qval tx0_packets <<<"$sa")" -gt 0 ] && [ "$(qval tx1_packets <<<"$sa")" -gt 0 ] &&
+		[ "$(qval rx0_packets <<<"$sb")" -gt 0 ] && [ "$(qval rx1_packets <<<"$sb")" -gt 0 ] &&
+		[ "$(qsum tx packets <<<"$sa")" = "$(qval tx_packets <<<"$sa")" ] &&
+		[ "$(qsum rx bytes <<<"$sb")" = "$(qval rx_bytes <<<"$sb")" ] &&
+		[ "$(qsum rx packets <<<"$sb")" = "$(qval rx_packets <<<"$sb")" ] &&
+		[ "$(qsum tx doorbells <<<"$sa")" = "$(qval tx_doorbells <<<"$sa")" ]
+}
+ktap_check "two queues: per-queue counters in ethtool -S, both queues used, sums equal the totals" two_queues
+drop_tcp 5205
+unload_both
+bring_up
+
+# 25-27: receive buffer allocations failing on B (test builds' fault
 # injection): receive must never die of it. The refill is retried from a
 # timer; without that, once every posted buffer is used no completion
 # comes to trigger a refill and B's receive is dead until the link bounces.
@@ -416,7 +448,7 @@ else
 	$B "pkill iperf3" 2>/dev/null
 fi
 
-# 27-28: A's DMA channel refusing every 3rd copy (a fixed ring that is
+# 28-29: A's DMA channel refusing every 3rd copy (a fixed ring that is
 # full): not an error; the frame goes by CPU or waits for the next DMA
 # completion. iperf3 runs on, and no frame is counted as a transmit error.
 DBGA=$(grep -l "^ntb: $LOCAL_DEV\$" $DEBUGFS/ntrdma/*/info | head -1 | xargs -r dirname)
