@@ -22,15 +22,12 @@ class Uc : public Base {
   protected:
     // A UC QP of @s on its CQs, in RESET (recorded on failure).
     ibv_qp* UcQp(Side& s) {
-        ibv_qp_init_attr a{};
-        a.qp_type = IBV_QPT_UC;
-        a.send_cq = s.scq;
-        a.recv_cq = s.rcq;
-        a.cap.max_send_wr = 32;
-        a.cap.max_recv_wr = 32;
-        a.cap.max_send_sge = 1;
-        a.cap.max_recv_sge = 1;
-        ibv_qp* qp = ibv_create_qp(s.pd, &a);
+        RcQpSpec qs;
+        qs.type = IBV_QPT_UC;
+        qs.send_cq = s.scq;
+        qs.recv_cq = s.rcq;
+        qs.max_send_wr = qs.max_recv_wr = 32;
+        ibv_qp* qp = MakeRcQp(s.pd, qs);
         if (!qp) {
             ADD_FAILURE() << "UC ibv_create_qp on " << s.name << ": " << std::strerror(errno);
             return nullptr;
@@ -42,28 +39,16 @@ class Uc : public Base {
     // @qp to RTS towards @dst's QP @dqpn, with the attributes IB names for
     // UC: no READ depths, RNR timer, ACK timeout or retry counts.
     static int UcToRts(ibv_qp* qp, const Side& dst, uint32_t dqpn) {
-        ibv_qp_attr a{};
-        a.qp_state = IBV_QPS_INIT;
-        a.port_num = 1;
-        a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-        int rc = ibv_modify_qp(
-            qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-        a = {};
-        a.qp_state = IBV_QPS_RTR;
-        a.path_mtu = IBV_MTU_1024;
-        a.dest_qp_num = dqpn;
-        a.ah_attr.is_global = 1;
-        a.ah_attr.dlid = dst.lid;
-        a.ah_attr.port_num = 1;
-        a.ah_attr.grh.sgid_index = GidIndex();
-        a.ah_attr.grh.hop_limit = 1;
-        a.ah_attr.grh.dgid = dst.gid;
+        RtrSpec r;
+        r.dest_qpn = dqpn;
+        r.dgid = dst.gid;
+        r.dlid = dst.lid;
+        r.mask_drop = IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        int rc = QpToInit(qp, IBV_ACCESS_REMOTE_WRITE);
         if (!rc) {
-            rc = ibv_modify_qp(
-                qp, &a,
-                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN);
+            rc = QpToRtr(qp, r);
         }
-        a = {};
+        ibv_qp_attr a{};
         a.qp_state = IBV_QPS_RTS;
         return rc ? rc : ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
     }

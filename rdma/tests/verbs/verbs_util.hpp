@@ -63,6 +63,7 @@ inline bool IsNtrdma(ibv_context* ctx) {
 // ---- RC QP set-up, shared by the fixtures ----
 
 struct RcQpSpec {
+    ibv_qp_type type = IBV_QPT_RC;  // or IBV_QPT_UC
     ibv_cq* send_cq = nullptr;
     ibv_cq* recv_cq = nullptr;
     ibv_srq* srq = nullptr;  // receives from the SRQ: no RQ
@@ -74,13 +75,13 @@ struct RcQpSpec {
     bool sq_sig_all = false;
 };
 
-// One RC QP; *cap (if given) gets what the device granted.
+// One RC (or UC) QP; *cap (if given) gets what the device granted.
 inline ibv_qp* MakeRcQp(ibv_pd* pd, const RcQpSpec& s, ibv_qp_cap* cap = nullptr) {
     ibv_qp_init_attr a{};
     a.send_cq = s.send_cq;
     a.recv_cq = s.recv_cq;
     a.srq = s.srq;
-    a.qp_type = IBV_QPT_RC;
+    a.qp_type = s.type;
     a.sq_sig_all = s.sq_sig_all ? 1 : 0;
     a.cap.max_send_wr = s.max_send_wr;
     a.cap.max_recv_wr = s.srq ? 0 : s.max_recv_wr;
