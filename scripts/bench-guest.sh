@@ -29,7 +29,8 @@
 # siw on the loopback path are the "no link" reference, DRV@NETDEV is what
 # a user with an NTB would run instead of ntrdma, a software RDMA driver
 # over an Ethernet netdev of the NTB, on both hosts: pair topology only),
-# BENCH_RDMA_TESTS (see below), BENCH_STORAGE ("nvmeof-rdma nvmeof-tcp@ntr0
+# BENCH_RDMA_TESTS (see below; fi:EP:SIZE is libfabric's fi_pingpong,
+# BENCH_FI_ITERS (100) round trips), BENCH_STORAGE ("nvmeof-rdma nvmeof-tcp@ntr0
 # nfs-rdma nfs-tcp@ntr0": NVMe over Fabrics and NFSv4.2 over the verbs face
 # and over TCP on ntr0, pair topology only), BENCH_STORAGE_TESTS and
 # BENCH_NFS_TESTS ("RW:BS:QD ...", fio; see storage_label).
@@ -47,8 +48,10 @@ ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 ntr0-win veth"}
 ETH_TESTS=${BENCH_ETH_TESTS:-"tcp1 tcp4 udp64"}
 RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0"}
 RDMA_TESTS=${BENCH_RDMA_TESTS:-"write_bw:64 write_bw:4096 write_bw:65536 read_bw:64 read_bw:4096
-	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 write_lat:2 read_lat:2
-	qperf:rc_bw qperf:rc_lat"}
+	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 send_lat:4096 write_lat:2
+	read_lat:2 qperf:rc_bw qperf:rc_lat fi:msg:64 fi:msg:4096 fi:msg:65536 fi:rdm:64
+	fi:rdm:4096 fi:rdm:65536"}
+FI_ITERS=${BENCH_FI_ITERS:-100}
 STORAGE_SYSTEMS=${BENCH_STORAGE-"nvmeof-rdma nvmeof-tcp@ntr0 nfs-rdma nfs-tcp@ntr0"}
 STORAGE_TESTS=${BENCH_STORAGE_TESTS:-"randread:4k:1 randread:4k:16 randwrite:4k:16 read:128k:8 write:128k:8"}
 NFS_TESTS=${BENCH_NFS_TESTS:-"write:1m:4 read:1m:4"}
@@ -459,7 +462,7 @@ eth_round() { # ROUND SYSTEM
 # (-R when the device needs rdma_cm: iWARP).
 rdma_up() {
 	local sys=$1 devs d n net params
-	SETUP_NOTE='' CM='' QCM='' GX='' QNA='' SRV="sh -c" CLI="sh -c" DST=127.0.0.1
+	SETUP_NOTE='' CM='' QCM='' GX='' QNA='' FNA='' SRV="sh -c" CLI="sh -c" DST=127.0.0.1
 	case $sys in
 	rxe)
 		# perftest without rdma_cm (GIDs over its TCP exchange) to
@@ -467,6 +470,7 @@ rdma_up() {
 		modprobe rdma_rxe && rdma link add rxe0 type rxe netdev lo ||
 			{ SETUP_NOTE="rdma link add rxe0 type rxe netdev lo failed"; return 1; }
 		SDEV=rxe0 CDEV=rxe0
+		FNA="fi_pingpong: libfabric's verbs provider connects through rdma_cm, which cannot resolve a route over rxe on lo"
 		;;
 	siw)
 		# iWARP connects through rdma_cm, which rejects siw on lo (lo's
@@ -559,7 +563,8 @@ soft_rdma_up() {
 	# rdma_cm resolves its addresses to it, never to rxe. perftest then
 	# connects rxe over its TCP exchange with GID 1 (RoCE v2, link-local).
 	# qperf has no GID option (a RoCE device needs rdma_cm there): n/a.
-	[ "$net" = ntr0 ] && CM='' QCM='' GX="-x 1" QNA="qperf: no GID option (RoCE needs its -cm1), and rdma_cm resolves ntr0's addresses to ntrdma's device"
+	[ "$net" = ntr0 ] && CM='' QCM='' GX="-x 1" QNA="qperf: no GID option (RoCE needs its -cm1), and rdma_cm resolves ntr0's addresses to ntrdma's device" \
+		FNA="fi_pingpong: libfabric's verbs provider connects through rdma_cm, which resolves ntr0's addresses to ntrdma's device"
 	return 0
 }
 
@@ -707,9 +712,43 @@ qperf_msg_cpu() {
 	CPU_SET=${r#* }
 }
 
+# fi_run EP SIZE: libfabric's fi_pingpong over its verbs provider (EP msg:
+# RC QPs connected by rdma_cm; rdm: ofi_rxm over them, as MPI libraries
+# over OFI use it), FI_ITERS round trips, the receiver checking the data;
+# the server on SRV at DST. VAL: its usec/xfer, half a round trip.
+fi_run() {
+	local ep=$1 size=$2 port=$((PORT++)) srvlog=/tmp/bench-fi.$$ out line
+	local args="-p verbs -e $ep -S $size -I $FI_ITERS -c"
+	[ -z "$FNA" ] || { NOTE=$FNA; return 1; }
+	$SRV "modprobe rdma_ucm"; $CLI "modprobe rdma_ucm"
+	# -d: each end's own device (loop: the two in their namespaces)
+	$SRV "timeout $((SECS + 60)) fi_pingpong $args -d $SDEV -B $port >$srvlog 2>&1 &"
+	sleep 1
+	cpu_mark
+	out=$($CLI "timeout $((SECS + 60)) fi_pingpong $args -d $CDEV -P $port $DST" 2>&1)
+	save_raw "" "$out"
+	save_raw .server "$($SRV "cat $srvlog")"
+	$SRV "pkill -x fi_pingpong; rm -f $srvlog" >/dev/null 2>&1
+	line=$(grep -E "^[0-9]+[kmg]? +$FI_ITERS +=$FI_ITERS " <<<"$out" | head -1)
+	VAL=$(awk '{ print $7 }' <<<"$line")
+	if ! [[ $VAL =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+		NOTE="fi_pingpong -e $ep: $(grep -iE 'error|fail|unable|invalid|refused|ret=-' <<<"$out" |
+			head -2 | xargs | head -c 200)"
+		[ "$NOTE" = "fi_pingpong -e $ep: " ] && NOTE+="no result: $(tail -n 2 <<<"$out" | xargs | head -c 200)"
+		VAL=
+		return 1
+	fi
+	# no CPU per byte or message: the run is short beside the tool's set-up
+	BYTES=0
+	NOTE="$FI_ITERS round trips, data checked; usec/xfer as fi_pingpong prints it (half a round trip)"
+}
+
 rdma_label() { # TEST:ARG -> "metric|unit|func args"
-	local t=${1%%:*} a=${1#*:}
+	local t=${1%%:*} a=${1#*:} ep sz
 	case $t in
+	fi) ep=${a%%:*} sz=${a#*:}
+		if [ "$sz" -ge 1024 ]; then echo "fi_pingpong ${ep^^} $((sz / 1024)) KiB|us|fi_run $ep $sz"
+		else echo "fi_pingpong ${ep^^} $sz B|us|fi_run $ep $sz"; fi ;;
 	qperf) case $a in
 		rc_bw) echo "qperf rc_bw|MB/s|qperf_run rc_bw" ;;
 		rc_lat) echo "qperf rc_lat|us|qperf_run rc_lat" ;;

@@ -102,6 +102,7 @@ else
 			for s in ntrdma ntrdma-win rxe siw; do
 				REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_send_lat 2 B")
 			done
+			REQUIRE+=("$t|ntrdma|fi_pingpong MSG 64 B" "$t|ntrdma|fi_pingpong RDM 64 B")
 			# what a user would run instead over the NTB (two kernels)
 			[ "$t" = pair ] || continue
 			for s in rxe@ntb_netdev siw@ntb_netdev rxe@ntr0; do
