@@ -31,9 +31,10 @@
 # over an Ethernet netdev of the NTB, on both hosts: pair topology only),
 # BENCH_RDMA_TESTS (see below; fi:EP:SIZE is libfabric's fi_pingpong,
 # BENCH_FI_ITERS (100) round trips), BENCH_STORAGE ("nvmeof-rdma nvmeof-tcp@ntr0
-# nfs-rdma nfs-tcp@ntr0": NVMe over Fabrics and NFSv4.2 over the verbs face
-# and over TCP on ntr0, pair topology only), BENCH_STORAGE_TESTS and
-# BENCH_NFS_TESTS ("RW:BS:QD ...", fio; see storage_label).
+# iser iscsi-tcp@ntr0 nfs-rdma nfs-tcp@ntr0": NVMe over Fabrics, iSCSI and
+# NFSv4.2 over the verbs face and over TCP on ntr0, pair topology only),
+# BENCH_STORAGE_TESTS (NVMe-oF and iSCSI) and BENCH_NFS_TESTS ("RW:BS:QD
+# ...", fio; see storage_label).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . selftests/lib/env.sh
@@ -52,10 +53,10 @@ RDMA_TESTS=${BENCH_RDMA_TESTS:-"write_bw:64 write_bw:4096 write_bw:65536 read_bw
 	read_lat:2 qperf:rc_bw qperf:rc_lat fi:msg:64 fi:msg:4096 fi:msg:65536 fi:rdm:64
 	fi:rdm:4096 fi:rdm:65536"}
 FI_ITERS=${BENCH_FI_ITERS:-100}
-STORAGE_SYSTEMS=${BENCH_STORAGE-"nvmeof-rdma nvmeof-tcp@ntr0 nfs-rdma nfs-tcp@ntr0"}
+STORAGE_SYSTEMS=${BENCH_STORAGE-"nvmeof-rdma nvmeof-tcp@ntr0 iser iscsi-tcp@ntr0 nfs-rdma nfs-tcp@ntr0"}
 STORAGE_TESTS=${BENCH_STORAGE_TESTS:-"randread:4k:1 randread:4k:16 randwrite:4k:16 read:128k:8 write:128k:8"}
 NFS_TESTS=${BENCH_NFS_TESTS:-"write:1m:4 read:1m:4"}
-FIO_SIZE=
+FIO_SIZE= STORAGE_NOTE=
 TOPO=${NTRDMA_TOPO:-host}
 SAMPLES=$NTRDMA_OUT/samples.tsv
 PERF_ORDER=${NTB_PERF_ORDER:-27}
@@ -790,7 +791,7 @@ NVMET=/sys/kernel/config/nvmet
 storage_up() {
 	local tr=${1#nvmeof-} svc=4420
 	tr=${tr%@*}
-	DEV='' SETUP_NOTE=''
+	DEV='' SETUP_NOTE='' FIO_SIZE='' STORAGE_NOTE="null_blk namespace on b"
 	is_pair || { SETUP_NOTE="pair topology only: in one host the two ends would share an ib_device"; return 1; }
 	command -v nvme >/dev/null && command -v fio >/dev/null ||
 		{ SETUP_NOTE="nvme-cli or fio not installed"; return 1; }
@@ -823,6 +824,61 @@ storage_down() {
 	return 0
 }
 
+# iser_up SYSTEM (iser, iscsi-tcp@ntr0): ntr0 up on both guests; on b LIO
+# with a null-I/O ramdisk LUN (rd_nullio: no backing store, as null_blk)
+# and one portal on b's ntr0 address that takes iSCSI/TCP and iSER; here
+# open-iscsi logs in through its iser or its default (TCP) interface. Sets
+# DEV to the session's disk.
+ISCSI_IQN=eui.4e54524441000002
+LIO=/sys/kernel/config/target
+LIO_TPG=$LIO/iscsi/$ISCSI_IQN/tpgt_1
+LIO_RD=$LIO/core/rd_mcp_0/bench
+iser_up() {
+	local iface=default np=$LIO_TPG/np/$B_IP:3260 b
+	DEV='' SETUP_NOTE='' FIO_SIZE='' STORAGE_NOTE="null-I/O ramdisk LUN on b (LIO rd_mcp)"
+	[ "$1" = iser ] && iface=iser
+	is_pair || { SETUP_NOTE="pair topology only: in one host the two ends would share an ib_device"; return 1; }
+	command -v iscsiadm >/dev/null && command -v fio >/dev/null ||
+		{ SETUP_NOTE="open-iscsi or fio not installed"; return 1; }
+	eth_up ntr0 || { SETUP_NOTE="ntr0: $SETUP_NOTE"; return 1; }
+	peer "modprobe target_core_mod && modprobe iscsi_target_mod && modprobe ib_isert &&
+	      { mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config; } &&
+	      mkdir -p $LIO_RD && echo rd_pages=262144,rd_nullio=1 > $LIO_RD/control &&
+	      echo 1 > $LIO_RD/enable && mkdir -p $LIO_TPG/lun/lun_0 &&
+	      ln -s $LIO_RD $LIO_TPG/lun/lun_0/bench && mkdir $np && echo 1 > $np/iser &&
+	      echo 0 > $LIO_TPG/attrib/authentication && echo 1 > $LIO_TPG/attrib/generate_node_acls &&
+	      echo 1 > $LIO_TPG/attrib/cache_dynamic_acls &&
+	      echo 0 > $LIO_TPG/attrib/demo_mode_write_protect && echo 1 > $LIO_TPG/enable" >/dev/null 2>&1 ||
+		{ SETUP_NOTE="LIO target on b failed"; return 1; }
+	export PATH=$PATH:/usr/sbin:/sbin
+	modprobe sd_mod && modprobe ib_iser && modprobe iscsi_tcp ||
+		{ SETUP_NOTE="sd_mod, ib_iser or iscsi_tcp failed to load"; return 1; }
+	mkdir -p /etc/iscsi /run/lock/iscsi
+	[ -s /etc/iscsi/initiatorname.iscsi ] ||
+		echo "InitiatorName=$(iscsi-iname)" >/etc/iscsi/initiatorname.iscsi
+	pidof iscsid >/dev/null || iscsid
+	timeout 60 iscsiadm -m discovery -t st -p "$B_IP:3260" -I $iface >/dev/null 2>&1 &&
+		timeout 60 iscsiadm -m node -T $ISCSI_IQN -p "$B_IP:3260" -I $iface --login >/dev/null 2>&1 ||
+		{ SETUP_NOTE="iscsiadm login through the $iface interface failed"; return 1; }
+	wait_for 20 eval 'b=$(ls -d /sys/class/iscsi_session/session*/device/target*/*/block/* 2>/dev/null | head -1); [ -n "$b" ] && [ -b "/dev/${b##*/}" ]' ||
+		{ SETUP_NOTE="no disk after the $iface login"; return 1; }
+	DEV=/dev/${b##*/}
+}
+
+iser_down() {
+	local np=$LIO_TPG/np/$B_IP:3260
+	timeout 60 iscsiadm -m node -T $ISCSI_IQN -p "$B_IP:3260" --logout >/dev/null 2>&1
+	timeout 10 iscsiadm -m node -T $ISCSI_IQN -o delete >/dev/null 2>&1
+	iscsiadm -k 0 2>/dev/null
+	modprobe -r ib_iser iscsi_tcp 2>/dev/null
+	peer "echo 0 > $LIO_TPG/enable; echo 0 > $np/iser; rmdir $np;
+	      rm -f $LIO_TPG/lun/lun_0/bench; rmdir $LIO_TPG/lun/lun_0;
+	      rmdir $LIO_TPG $LIO/iscsi/$ISCSI_IQN $LIO/iscsi $LIO_RD $LIO/core/rd_mcp_0;
+	      modprobe -r ib_isert iscsi_target_mod" >/dev/null 2>&1
+	eth_down ntr0
+	return 0
+}
+
 # nfs_up SYSTEM (nfs-rdma, nfs-tcp@ntr0): ntr0 up on both guests; on b
 # nfsd exports a tmpfs (fsid=0, the NFSv4 pseudo-root) on TCP 2049 and
 # RDMA 20049; here it is mounted with NFSv4.2 over SYSTEM's transport. Sets
@@ -831,7 +887,7 @@ NFS_EXP=/srv/ntrdma-bench-nfs
 NFS_MNT=/mnt/ntrdma-bench-nfs
 nfs_up() {
 	local opts=vers=4.2,proto=tcp
-	DEV='' SETUP_NOTE='' FIO_SIZE=64m
+	DEV='' SETUP_NOTE='' FIO_SIZE=64m STORAGE_NOTE="a 64 MiB file on NFSv4.2 (tmpfs on b)"
 	[ "${1%@*}" = nfs-rdma ] && opts=vers=4.2,proto=rdma,port=20049
 	is_pair || { SETUP_NOTE="pair topology only: in one host the two ends would share an ib_device"; return 1; }
 	command -v rpc.nfsd >/dev/null && command -v mount.nfs >/dev/null && command -v fio >/dev/null ||
@@ -890,7 +946,7 @@ fio_run() {
 	else
 		VAL=$(jq "$j.iops | floor" <<<"$out")
 	fi
-	NOTE="fio libaio direct, $SECS s, ${FIO_SIZE:+a $FIO_SIZE file on NFSv4.2 (tmpfs on b)}${FIO_SIZE:-null_blk namespace on b}"
+	NOTE="fio libaio direct, $SECS s, $STORAGE_NOTE"
 }
 
 bs_kib() { case $1 in *m) echo $((${1%m} * 1024)) ;; *) echo "${1%k}" ;; esac; }
@@ -907,6 +963,7 @@ storage_label() { # RW:BS:QD -> "metric|unit|func args"
 storage_round() { # ROUND SYSTEM
 	local round=$1 sys=$2 t lab metric unit fn ok=1 kind=storage tests=$STORAGE_TESTS
 	[[ $sys == nfs-* ]] && kind=nfs tests=$NFS_TESTS
+	[[ $sys == iser || $sys == iscsi-* ]] && kind=iser
 	${kind}_up "$sys" || ok=0
 	for t in $tests; do
 		lab=$(storage_label "$t")

@@ -112,6 +112,9 @@ else
 			for s in nvmeof-rdma nvmeof-tcp@ntr0; do
 				REQUIRE+=("$t|$s|fio randread 4 KiB QD1" "$t|$s|fio read 128 KiB QD8")
 			done
+			for s in iser iscsi-tcp@ntr0; do
+				REQUIRE+=("$t|$s|fio randread 4 KiB QD1" "$t|$s|fio read 128 KiB QD8")
+			done
 			for s in nfs-rdma nfs-tcp@ntr0; do
 				REQUIRE+=("$t|$s|fio write 1024 KiB QD4" "$t|$s|fio read 1024 KiB QD4")
 			done
