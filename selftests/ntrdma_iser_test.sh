@@ -8,16 +8,16 @@
 # iSER, set up through configfs (targetcli does the same). This host logs
 # in with iscsiadm.
 # Subtests:
-#  1. the target's portal on the peer has iSER enabled
-#  2. login through the iser interface: the session's transport is iser and
-#     its disk appears
-#  3. ISER_MB MiB written to the disk and read back (direct I/O), same
-#     sha256; the write and read rates are figures
-#  4. logout: the session and its disk go
-#  5. the same over iSCSI/TCP on ntr0 (the alternative a user has on the
-#     same link), for the figures beside ours: login, data, logout
-#  6. the target comes down: no QP or cm_id left on either device,
-#     ib_isert and ib_iser unload
+# - the target's portal on the peer has iSER enabled
+# - login through the iser interface: the session's transport is iser and
+#   its disk appears
+# - ISER_MB MiB written to the disk and read back (direct I/O), same
+#   sha256; the write and read rates are figures
+# - logout: the session and its disk go
+# - the same over iSCSI/TCP on ntr0 (the alternative a user has on the
+#   same link), for the figures beside ours: login, data, logout
+# - the target comes down: no QP or cm_id left on either device,
+#   ib_isert and ib_iser unload
 # Pair topology only: in one host, ib_isert and ib_iser would connect a QP
 # to another QP of the same ib_device (same-device loopback).
 # Needs open-iscsi (scripts/install-deps.sh) and an NTB with a flat window
@@ -143,7 +143,7 @@ data() {
 	[ "$rc" = 0 ] && [ "$got" = "$WANT" ] || { dmesg_tail; return 1; }
 }
 
-# 2-4: over iser
+# over iser
 DISK=
 ktap_check "${NAMES[1]}" login iser iser
 if data iSER; then
@@ -155,7 +155,7 @@ else
 fi
 ktap_check "${NAMES[3]}" logout iser
 
-# 5: over TCP on ntr0
+# over TCP on ntr0
 DISK=
 if login default tcp && data "iSCSI tcp"; then
 	logout default && ktap_pass "${NAMES[4]}" || ktap_fail "${NAMES[4]}"
@@ -167,7 +167,7 @@ else
 fi
 rm -f $SRC
 
-# 6: everything goes
+# everything goes
 iscsiadm -k 0 2>/dev/null
 target_down 2>&1 | sed 's/^/# target: /'
 wait_for 10 eval '[ "$(ulp_left "sh -c" "$IBDEV")" = 0 ] && [ "$(ulp_left peer "$PEER_IBDEV")" = 0 ]'
