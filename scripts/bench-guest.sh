@@ -543,6 +543,8 @@ rdma_up() {
 	*@*) soft_rdma_up "${sys%@*}" "${sys#*@}" || return 1 ;;
 	*) SETUP_NOTE="unknown system"; return 1 ;;
 	esac
+	# rdma_cm's user-space device, for the tools that connect through it
+	$SRV "modprobe rdma_ucm"; $CLI "modprobe rdma_ucm"
 	return 0
 }
 
@@ -721,7 +723,6 @@ fi_run() {
 	local ep=$1 size=$2 port=$((PORT++)) srvlog=/tmp/bench-fi.$$ out line
 	local args="-p verbs -e $ep -S $size -I $FI_ITERS -c"
 	[ -z "$FNA" ] || { NOTE=$FNA; return 1; }
-	$SRV "modprobe rdma_ucm"; $CLI "modprobe rdma_ucm"
 	# -d: each end's own device (loop: the two in their namespaces)
 	$SRV "timeout $((SECS + 60)) fi_pingpong $args -d $SDEV -B $port >$srvlog 2>&1 &"
 	sleep 1
