@@ -200,6 +200,8 @@ static bool req_all_done(struct ntrdma_qp *qp)
  * is done, so the target has executed them all (IB RC order). 0: placed
  * (now or before); 1: failed half-way (the WQE completes with the error);
  * -EAGAIN: the checked path takes it; else the caller comes back later.
+ * RC only: a placement fails the sender on a bad key, where UC's responder
+ * drops the message and the sender completes it as sent.
  */
 static int req_place(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
