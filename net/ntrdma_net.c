@@ -6,7 +6,8 @@
  * the peer's inbox); the peer writes each frame straight into one of them
  * through its flat window, then a completion into our inbox, then rings our
  * RX virtual doorbell. NAPI builds the skb around the buffer the peer wrote:
- * no copy on receive.
+ * no copy on receive. An attached XDP program runs on a copy of the frame
+ * (ntrdma_net_xdp.c).
  * Transmit: the frame (linear part and page fragments) is written straight
  * from the skb into the next buffer the peer posted: the only copy is the
  * transfer itself. A sender never writes a buffer the peer has not posted,
@@ -33,19 +34,8 @@
 #include <linux/u64_stats_sync.h>
 #include <linux/utsname.h>
 
-#include "ntrdma_engine.h"
 #include "ntrdma_faces.h"
-#include "ntrdma_net_wire.h"
-
-#define NTR_RING		NTRDMA_TQP_RING
-#define NTR_MAX_FRAME		(65536 + VLAN_ETH_HLEN)
-#define NTR_MAX_MTU		(NTR_MAX_FRAME - VLAN_ETH_HLEN)
-#define NTR_DEFAULT_MTU		NTR_MAX_MTU
-#define NTR_HEADROOM		(NET_SKB_PAD + NET_IP_ALIGN)
-#define NTR_NAPI_WEIGHT		64
-#define NTR_REFILL_RETRY_MS	20
-#define NTR_MAX_QUEUES		NTRDMA_NET_QUEUES_MAX
-#define NTR_WINDOW_SHARE	60	/* percent of the window (windowed) */
+#include "ntrdma_net.h"
 
 static unsigned int net_queues = 1;
 module_param(net_queues, uint, 0444);
@@ -54,89 +44,7 @@ MODULE_PARM_DESC(net_queues, "Queue pairs per ntr netdev, 1-4 (default 1)");
 /* ethtool's rx-copybreak tunable: its default, and at most a whole frame */
 #define NTR_RX_COPYBREAK	256
 
-/* rb.va: flat mode the skb head (rb.dma maps it past the headroom),
- * windowed mode the piece of the window; rb.addr: what the peer is told.
- */
-struct ntr_rx_buf {
-	struct ntrdma_rxbuf rb;
-	bool guarded;		/* test builds: canary bytes around it */
-};
-
-struct ntr_queue;
-struct ntrdma_tqp_rcomp;
-
-/* Receive buffers of the engine's mode (chosen at the first session): flat
- * mode receives into skb heads (no copy), windowed mode copies each frame
- * out of its piece of the window and posts the piece again.
- */
-struct ntr_rx_ops {
-	int (*alloc)(struct ntr_queue *q, struct ntr_rx_buf *b, gfp_t gfp);
-	void (*free)(struct ntr_queue *q, struct ntr_rx_buf *b);
-	struct sk_buff *(*skb)(struct ntr_queue *q,
-			       const struct ntrdma_tqp_rcomp *c,
-			       struct ntr_rx_buf *b);
-	bool guards;		/* test builds: canaries around buffers */
-};
-
-/* Each set has one writer: NAPI, the xmit path, or send completions. */
-struct ntr_counters {
-	u64 packets, bytes, dropped, errors;
-	u64 busy, refill_fail, proto_errors, dropped_down;
-	struct u64_stats_sync syncp;
-};
-
-struct ntrdma_net;
-
-/* One queue pair of the netdev: a transport QP, NAPI, rings, counters. */
-struct ntr_queue {
-	struct ntrdma_net *net;
-	int idx;
-	struct ntrdma_tqp *tqp;
-	struct napi_struct napi;
-
-	/* receive: buffers we posted to the peer, by ring position */
-	struct ntr_rx_buf rx[NTR_RING];
-
-	/* Buffers of an ended session: the peer may still write into them
-	 * until it has left that session, which we know once it accepts our
-	 * next one. Freed then, or at removal once the peer has left.
-	 */
-	struct ntr_rx_buf quar[NTR_RING];
-	u32 quar_count;
-	/* buffers allocated and neither freed nor handed to an skb (posted
-	 * or quarantined); windowed mode keeps it under rx_bufs
-	 */
-	u32 rx_owned;
-
-	/* a refill came up short: NAPI retries it when the timer fires */
-	bool refill_due;
-	struct timer_list refill_timer;
-
-	spinlock_t bql_lock;	/* netdev_tx_completed_queue() callers */
-
-	struct ntr_counters rxc;	/* NAPI */
-	struct ntr_counters txc;	/* xmit, under the tx queue lock */
-	struct ntr_counters donec;	/* send completions */
-	atomic64_t tx_wakes;
-};
-
-struct ntrdma_net {
-	struct ntrdma_dev *ndev;
-	struct net_device *netdev;
-	bool active;		/* a link session's datapath runs (rtnl) */
-	struct mutex carrier_lock;	/* active off vs. the carrier's update */
-	struct work_struct carrier_work;	/* the peer's netdev state changed */
-	u32 rx_buf_len;		/* bytes the peer may write per buffer */
-	u32 rx_alloc_len;
-	const struct ntr_rx_ops *rx_ops;	/* set at the first session */
-	u32 rx_bufs;		/* posted per queue, at most */
-	u32 rx_copybreak;	/* ethtool's rx-copybreak tunable */
-	int nq;			/* our queue pairs */
-	u32 tx_nq;		/* queues both sides have: 0 while closed */
-	struct ntr_queue *q;
-};
-
-static void ntr_count(struct ntr_counters *c, u64 *field, u64 n)
+void ntr_count(struct ntr_counters *c, u64 *field, u64 n)
 {
 	u64_stats_update_begin(&c->syncp);
 	*field += n;
@@ -291,7 +199,7 @@ static void ntr_refill_timer(struct timer_list *t)
 }
 
 /* Post a buffer again after its frame was copied out (copybreak). */
-static void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
+void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
 {
 	struct ntr_rx_buf keep = *b;
 	u32 pos;
@@ -324,6 +232,18 @@ static struct sk_buff *ntr_build_slab_skb(void *va)
  * buffer charges a socket 64 KiB per datagram (truesize), so small-datagram
  * streams would overflow receive buffers long before they fill with data.
  */
+static void ntr_flat_copy(struct ntr_queue *q,
+			  const struct ntrdma_tqp_rcomp *c,
+			  struct ntr_rx_buf *b, void *dst)
+{
+	struct device *dev = ntrdma_dev_dma_device(q->net->ndev);
+
+	dma_sync_single_for_cpu(dev, b->rb.dma, c->len, DMA_FROM_DEVICE);
+	memcpy(dst, (u8 *)b->rb.va + NTR_HEADROOM, c->len);
+	dma_sync_single_for_device(dev, b->rb.dma, c->len, DMA_FROM_DEVICE);
+	ntr_repost(q, b);
+}
+
 static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 				    const struct ntrdma_tqp_rcomp *c,
 				    struct ntr_rx_buf *b)
@@ -334,12 +254,7 @@ static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 	if (c->len <= READ_ONCE(q->net->rx_copybreak)) {
 		skb = napi_alloc_skb(&q->napi, c->len);
 		if (skb) {
-			dma_sync_single_for_cpu(dev, b->rb.dma, c->len,
-						DMA_FROM_DEVICE);
-			skb_put_data(skb, (u8 *)b->rb.va + NTR_HEADROOM, c->len);
-			dma_sync_single_for_device(dev, b->rb.dma, c->len,
-						   DMA_FROM_DEVICE);
-			ntr_repost(q, b);
+			ntr_flat_copy(q, c, b, skb_put(skb, c->len));
 			return skb;
 		}
 	}
@@ -359,6 +274,7 @@ static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 static const struct ntr_rx_ops ntr_rx_flat = {
 	.alloc = ntr_flat_alloc,
 	.free = ntr_flat_free,
+	.copy = ntr_flat_copy,
 	.skb = ntr_flat_skb,
 	.guards = true,
 };
@@ -377,6 +293,15 @@ static void ntr_window_free(struct ntr_queue *q, struct ntr_rx_buf *b)
 	ntrdma_rxbuf_free(q->net->ndev, &b->rb);
 }
 
+static void ntr_window_copy(struct ntr_queue *q,
+			    const struct ntrdma_tqp_rcomp *c,
+			    struct ntr_rx_buf *b, void *dst)
+{
+	ntrdma_rxbuf_for_cpu(q->net->ndev, &b->rb, c->len);
+	memcpy(dst, b->rb.va, c->len);
+	ntr_repost(q, b);
+}
+
 /* Every frame is copied out (as ntb_netdev does), its piece posted again. */
 static struct sk_buff *ntr_window_skb(struct ntr_queue *q,
 				      const struct ntrdma_tqp_rcomp *c,
@@ -384,17 +309,17 @@ static struct sk_buff *ntr_window_skb(struct ntr_queue *q,
 {
 	struct sk_buff *skb = napi_alloc_skb(&q->napi, c->len);
 
-	if (skb) {
-		ntrdma_rxbuf_for_cpu(q->net->ndev, &b->rb, c->len);
-		skb_put_data(skb, b->rb.va, c->len);
-	}
-	ntr_repost(q, b);
+	if (skb)
+		ntr_window_copy(q, c, b, skb_put(skb, c->len));
+	else
+		ntr_repost(q, b);
 	return skb;
 }
 
 static const struct ntr_rx_ops ntr_rx_window = {
 	.alloc = ntr_window_alloc,
 	.free = ntr_window_free,
+	.copy = ntr_window_copy,
 	.skb = ntr_window_skb,
 };
 
@@ -426,6 +351,28 @@ static bool ntr_gso_type_ok(struct sk_buff *skb,
 	return __vlan_get_protocol(skb, type, NULL) == want;
 }
 
+/* The skb of a checked frame: XDP's verdict first, if a program is on. */
+static struct sk_buff *ntr_rx_skb(struct ntr_queue *q,
+				  const struct ntrdma_tqp_rcomp *c,
+				  struct ntr_rx_buf *b,
+				  const struct ntrdma_net_meta *m)
+{
+	struct sk_buff *skb = NULL;
+	struct bpf_prog *prog;
+
+	rcu_read_lock();
+	prog = rcu_dereference(q->net->xdp_prog);
+	if (prog)
+		skb = ntr_xdp_rx(q, prog, c, b, m);
+	rcu_read_unlock();
+	if (prog)
+		return skb;	/* or counted where XDP took it */
+	skb = q->net->rx_ops->skb(q, c, b);
+	if (!skb)
+		ntr_count(&q->rxc, &q->rxc.dropped, 1);
+	return skb;
+}
+
 static bool ntr_rx_one(struct ntr_queue *q,
 		       const struct ntrdma_tqp_rcomp *c, struct ntr_rx_buf *b)
 {
@@ -436,11 +383,9 @@ static bool ntr_rx_one(struct ntr_queue *q,
 	ntrdma_net_meta_unpack(c->meta, &m);
 	if (ntrdma_net_check_meta(&m, c->len))
 		return false;
-	skb = q->net->rx_ops->skb(q, c, b);
-	if (!skb) {
-		ntr_count(&q->rxc, &q->rxc.dropped, 1);
+	skb = ntr_rx_skb(q, c, b, &m);
+	if (!skb)
 		return true;
-	}
 
 	if (m.flags & NTRDMA_NET_CSUM_OK) {
 		if (m.csum_start || m.csum_offset) {
@@ -510,6 +455,7 @@ static int ntr_poll(struct napi_struct *napi, int budget)
 				   c.meta, c.len);
 		}
 	}
+	ntr_xdp_poll_end(q);
 	if (done || q->refill_due)
 		ntr_refill(q, GFP_ATOMIC);
 	/* A malformed completion is left where it is: the session ends
@@ -541,16 +487,18 @@ static void ntr_tqp_rx(void *ctx)
 static void ntr_update_carrier(struct ntrdma_net *net)
 {
 	struct net_device *dev = net->netdev;
-	bool bad = false;
-	u32 peer = 0;
+	u32 state = 0, peer;
+	bool bad, xdp;
 
 	mutex_lock(&net->carrier_lock);
 	if (READ_ONCE(net->active) && netif_running(dev))
-		peer = ntrdma_tqp_peer_state(net->q[0].tqp);
-	if (peer > NTR_MAX_QUEUES) {
-		bad = true;
+		state = ntrdma_tqp_peer_state(net->q[0].tqp);
+	bad = ntrdma_net_state_unpack(state, NTR_MAX_QUEUES, &peer, &xdp);
+	if (bad) {
 		peer = 0;
+		xdp = false;
 	}
+	WRITE_ONCE(net->peer_xdp, xdp);
 	WRITE_ONCE(net->tx_nq, min_t(u32, peer, net->nq));
 	if (peer) {
 		ntrdma_fault_pause(net->ndev, "carrier");
@@ -580,16 +528,18 @@ static void ntr_tqp_peer_state(void *ctx)
 }
 
 /* Tell the peer whether (and on how many queues) to send to us. */
-static void ntr_publish_open(struct ntrdma_net *net)
+void ntr_publish_open(struct ntrdma_net *net)
 {
 	bool open = netif_running(net->netdev);
+	u32 q0 = net->nq;
 	int i;
 
 	if (!READ_ONCE(net->active))
 		return;
+	if (rcu_access_pointer(net->xdp_prog))
+		q0 |= NTRDMA_NET_STATE_XDP;
 	for (i = net->nq - 1; i >= 0; i--)
-		ntrdma_tqp_set_state(net->q[i].tqp,
-				     !open ? 0 : i ? 1 : net->nq);
+		ntrdma_tqp_set_state(net->q[i].tqp, !open ? 0 : i ? 1 : q0);
 }
 
 static void ntr_tqp_tx_space(void *ctx)
@@ -609,14 +559,17 @@ static void ntr_tqp_tx_space(void *ctx)
 /* A send finished (any context but hard irq): BQL, counters, the skb. */
 static void ntr_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 {
+	bool xdp = (unsigned long)cookie & NTR_XDP_TAG;
 	struct ntr_queue *q = ctx;
 	struct sk_buff *skb = cookie;
 	unsigned long flags;
 
-	spin_lock_irqsave(&q->bql_lock, flags);
-	netdev_tx_completed_queue(netdev_get_tx_queue(q->net->netdev, q->idx),
-				  1, len);
-	spin_unlock_irqrestore(&q->bql_lock, flags);
+	if (!xdp) {
+		spin_lock_irqsave(&q->bql_lock, flags);
+		netdev_tx_completed_queue(netdev_get_tx_queue(q->net->netdev,
+							      q->idx), 1, len);
+		spin_unlock_irqrestore(&q->bql_lock, flags);
+	}
 	u64_stats_update_begin(&q->donec.syncp);
 	if (!status) {
 		q->donec.packets++;
@@ -627,7 +580,9 @@ static void ntr_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 		q->donec.errors++;
 	}
 	u64_stats_update_end(&q->donec.syncp);
-	if (status)
+	if (xdp)
+		ntr_xdp_send_done(cookie);
+	else if (status)
 		dev_kfree_skb_any(skb);
 	else
 		dev_consume_skb_any(skb);
@@ -902,6 +857,27 @@ static void ntr_get_stats64(struct net_device *dev,
 	s->tx_errors = t.errors + d.errors;
 }
 
+/* The peer runs XDP: it takes whole frames with complete checksums only. */
+static netdev_features_t ntr_features_check(struct sk_buff *skb,
+					    struct net_device *dev,
+					    netdev_features_t features)
+{
+	struct ntrdma_net *net = netdev_priv(dev);
+
+	features = vlan_features_check(skb, features);
+	if (READ_ONCE(net->peer_xdp))
+		features &= ~(NETIF_F_CSUM_MASK | NETIF_F_GSO_MASK);
+	return features;
+}
+
+static int ntr_change_mtu(struct net_device *dev, int mtu)
+{
+	if (!ntr_xdp_mtu_ok(netdev_priv(dev), mtu))
+		return -EINVAL;
+	WRITE_ONCE(dev->mtu, mtu);
+	return 0;
+}
+
 static const struct net_device_ops ntr_netdev_ops = {
 	.ndo_open		= ntr_open,
 	.ndo_stop		= ntr_close,
@@ -910,6 +886,10 @@ static const struct net_device_ops ntr_netdev_ops = {
 	.ndo_get_stats64	= ntr_get_stats64,
 	.ndo_validate_addr	= eth_validate_addr,
 	.ndo_set_mac_address	= eth_mac_addr,
+	.ndo_features_check	= ntr_features_check,
+	.ndo_change_mtu		= ntr_change_mtu,
+	.ndo_bpf		= ntr_xdp_bpf,
+	.ndo_xdp_xmit		= ntr_xdp_xmit,
 };
 
 /* ---- ethtool ---- */
@@ -941,7 +921,8 @@ static int ntr_get_sset_count(struct net_device *dev, int sset)
 
 	if (sset != ETH_SS_STATS)
 		return -EOPNOTSUPP;
-	return ARRAY_SIZE(ntr_stat_names) + net->nq * NTR_QUEUE_STATS;
+	return ARRAY_SIZE(ntr_stat_names) + NTR_XDP_STATS +
+	       net->nq * NTR_QUEUE_STATS;
 }
 
 static void ntr_queue_strings(u8 **p, int i)
@@ -965,6 +946,7 @@ static void ntr_get_strings(struct net_device *dev, u32 sset, u8 *data)
 		return;
 	memcpy(data, ntr_stat_names, sizeof(ntr_stat_names));
 	data += sizeof(ntr_stat_names);
+	ntr_xdp_strings(&data);
 	for (i = 0; i < net->nq; i++)
 		ntr_queue_strings(&data, i);
 }
@@ -1019,6 +1001,7 @@ static void ntr_get_ethtool_stats(struct net_device *dev,
 	*data++ = wakes;
 	*data++ = doorbells;
 	*data++ = ntrdma_dev_dma_copies(net->ndev) ? 1 : 0;
+	data = ntr_xdp_stats(net, data);
 	for (i = 0; i < net->nq; i++)
 		data = ntr_queue_stats(&net->q[i], data);
 }
@@ -1103,6 +1086,7 @@ static void ntr_queues_fini(struct ntrdma_net *net, int n)
 	while (n--) {
 		del_timer_sync(&net->q[n].refill_timer);
 		ntrdma_tqp_destroy(net->q[n].tqp);
+		ntr_xdp_queue_fini(&net->q[n]);
 		netif_napi_del(&net->q[n].napi);
 	}
 }
@@ -1124,16 +1108,23 @@ static int ntr_queues_init(struct ntrdma_net *net)
 		netif_napi_add_weight(net->netdev, &q->napi, ntr_poll,
 				      NTR_NAPI_WEIGHT);
 		timer_setup(&q->refill_timer, ntr_refill_timer, 0);
+		rc = ntr_xdp_queue_init(q);
+		if (rc)
+			goto err;
 		q->tqp = ntrdma_tqp_create(net->ndev, NTRDMA_TQP_NET + i,
 					   &ntr_tqp_ops, q);
 		if (IS_ERR(q->tqp)) {
 			rc = PTR_ERR(q->tqp);
-			netif_napi_del(&q->napi);
-			ntr_queues_fini(net, i);
-			return rc;
+			ntr_xdp_queue_fini(q);
+			goto err;
 		}
 	}
 	return 0;
+
+err:
+	netif_napi_del(&q->napi);
+	ntr_queues_fini(net, i);
+	return rc;
 }
 
 static int ntr_add(struct ntrdma_dev *ndev, void **priv)
@@ -1173,6 +1164,7 @@ static int ntr_add(struct ntrdma_dev *ndev, void **priv)
 			   NETIF_F_RXCSUM | NETIF_F_TSO | NETIF_F_TSO6;
 	dev->features = dev->hw_features;
 	dev->priv_flags |= IFF_LIVE_ADDR_CHANGE;
+	ntr_xdp_features(dev);
 	ntr_set_mac(net);
 	netif_carrier_off(dev);
 

@@ -67,4 +67,25 @@ static inline int ntrdma_net_check_meta(const struct ntrdma_net_meta *m,
 	return 0;
 }
 
+/* Queue 0's state word (the TQP's, 0 while closed): the sender's queue
+ * count and what it asks of the other side. Every other queue's is 1 while
+ * open.
+ */
+#define NTRDMA_NET_STATE_QUEUES	0xffu
+#define NTRDMA_NET_STATE_XDP	0x100u	/* whole frames, checksums complete */
+
+/* Queue 0's state word @state split: 0 when usable, -3 for unknown flags
+ * or more than @max_queues queues.
+ */
+static inline int ntrdma_net_state_unpack(u32 state, u32 max_queues,
+					  u32 *queues, bool *xdp)
+{
+	*queues = state & NTRDMA_NET_STATE_QUEUES;
+	*xdp = state & NTRDMA_NET_STATE_XDP;
+	if (state & ~(NTRDMA_NET_STATE_QUEUES | NTRDMA_NET_STATE_XDP) ||
+	    *queues > max_queues)
+		return -3;
+	return 0;
+}
+
 #endif /* NTRDMA_NET_WIRE_H */

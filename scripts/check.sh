@@ -111,7 +111,7 @@ esac
 # in windowed mode there and in flat mode on the flat window: one test-bed
 # run each, in both topologies.
 STOCK="stock:0:ntb_hw_link_test.sh,ntb_hw_test.sh,ntb_netdev_test.sh,ntrdma_windowed_test.sh"
-NTR="ntrdma:1:ntb_hw_probe_test.sh,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh,ntrdma_verbs_loss_test.sh,ntrdma_kverbs_test.sh,ntrdma_nvmeof_test.sh,ntrdma_nfs_test.sh,ntrdma_iser_test.sh,ntrdma_pyverbs_test.sh,ntrdma_fault_test.sh"
+NTR="ntrdma:1:ntb_hw_probe_test.sh,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_tools_test.sh,ntrdma_cm_test.sh,ntrdma_verbs_loss_test.sh,ntrdma_kverbs_test.sh,ntrdma_nvmeof_test.sh,ntrdma_nfs_test.sh,ntrdma_iser_test.sh,ntrdma_pyverbs_test.sh,ntrdma_fault_test.sh,ntrdma_xdp_test.sh"
 # The soak's short form (8 cycles) in guests whose vCPUs share one TCG
 # thread: with one thread per vCPU, QEMU 7.2 can leave a vCPU in a stale
 # translation of kernel text the other one re-patched (doc/testbed.md, one TCG thread).
@@ -139,7 +139,7 @@ NTR_LOOP=${NTR_LOOP/ntrdma_pyverbs_test.sh,/},ntrdma_peer_limits_test.sh:::$QUIC
 # The stock run (no flat window) also runs ntrdma's net, engine and verbs
 # tests in windowed mode in both topologies, the tools test in loop and the
 # rdma_cm test in pair (make check's time: both run in flat mode in pair).
-WIN=$STOCK,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh
+WIN=$STOCK,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_xdp_test.sh
 # The soak's short form runs in pair (two kernels, peer-guest kills);
 # make soak runs the long form in both topologies.
 FULL_loop="$WIN,ntrdma_tools_test.sh:::$QUICK_NET $NTR_LOOP $DEB"
@@ -149,8 +149,8 @@ FULL_pair="$WIN,ntrdma_cm_test.sh:::$QUICK_NET $NTR $SOAK"
 # ntrdma's windowed test; one loop run keeps what needs both ends in one
 # kernel: the verbs suite's in-process data path tests (in pair they skip,
 # NTRDMA_PEER_IBDEV unset) with their checked-mode rerun, and the kernel
-# verbs test.
-QUICK_loop="ntrdma:1:ntrdma_ib_test.sh,ntrdma_kverbs_test.sh"
+# verbs test, and the XDP test (both topologies, as its issue asks).
+QUICK_loop="ntrdma:1:ntrdma_ib_test.sh,ntrdma_kverbs_test.sh,ntrdma_xdp_test.sh"
 # The link-loss test (3.5 minutes) runs in check-full only; make check
 # keeps link loss in the verbs suite's unload test, the fault test and the
 # placement tests that end sessions. The fault test's fuzzer runs 30 s

@@ -558,3 +558,24 @@ TEST(VxMsn, SerialOrderAcross24BitWrap) {
 }
 
 }  // namespace
+
+TEST(NetState, QueueCountAndXdpFlagSplit) {
+    u32 queues = 9;
+    bool xdp = true;
+    EXPECT_EQ(ntrdma_net_state_unpack(4, 4, &queues, &xdp), 0);
+    EXPECT_EQ(queues, 4u);
+    EXPECT_FALSE(xdp);
+    EXPECT_EQ(ntrdma_net_state_unpack(2 | NTRDMA_NET_STATE_XDP, 4, &queues, &xdp), 0);
+    EXPECT_EQ(queues, 2u);
+    EXPECT_TRUE(xdp);
+    EXPECT_EQ(ntrdma_net_state_unpack(0, 4, &queues, &xdp), 0);  // closed
+    EXPECT_EQ(queues, 0u);
+}
+
+TEST(NetState, RejectsUnknownFlagsAndTooManyQueues) {
+    u32 queues;
+    bool xdp;
+    EXPECT_EQ(ntrdma_net_state_unpack(5, 4, &queues, &xdp), -3);
+    EXPECT_EQ(ntrdma_net_state_unpack(1 | 0x200, 4, &queues, &xdp), -3);
+    EXPECT_EQ(ntrdma_net_state_unpack(0x80000001u, 4, &queues, &xdp), -3);
+}
