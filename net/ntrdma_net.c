@@ -16,9 +16,12 @@
  * Ring positions of a session start at epoch ^ peer_epoch, so anything a peer
  * wrote in an earlier session fails the sequence checks.
  *
- * Queues: net_queues transport queue pairs, each with its own NAPI context,
- * receive ring and transmit queue. Each side tells the other how many it has
- * (in queue 0's state word); both send on the smaller number.
+ * Queues: NTR_MAX_QUEUES transport queue pairs, each with its own NAPI
+ * context, receive ring and transmit queue; ethtool -L sets how many are in
+ * use (nq, 1 at first). Each side tells the other its count (in queue 0's
+ * state word); both send on the smaller number. Only queues in use post
+ * receive buffers; a queue taken out of use keeps receiving what the peer
+ * sent before it knew, and its buffers go as they are used.
  */
 
 #include <linux/dma-mapping.h>
@@ -36,10 +39,6 @@
 
 #include "ntrdma_faces.h"
 #include "ntrdma_net.h"
-
-static unsigned int net_queues = 1;
-module_param(net_queues, uint, 0444);
-MODULE_PARM_DESC(net_queues, "Queue pairs per ntr netdev, 1-4 (default 1)");
 
 /* ethtool's rx-copybreak tunable: its default, and at most a whole frame */
 #define NTR_RX_COPYBREAK	256
@@ -164,10 +163,15 @@ static void ntr_free_quarantine(struct ntr_queue *q)
 	}
 }
 
-/* Windowed mode: fewer buffers than a ring (rx_bufs) are the queue's. */
-static bool ntr_rx_room(struct ntr_queue *q)
+/* Room for @more buffers beyond those @q owns: only a queue in use posts,
+ * and in windowed mode fewer than a ring (rx_bufs) are each queue's.
+ */
+static bool ntr_rx_room(struct ntr_queue *q, u32 more)
 {
-	return q->net->rx_bufs >= NTR_RING || q->rx_owned < q->net->rx_bufs;
+	u32 bufs = READ_ONCE(q->net->rx_bufs);
+
+	return q->idx < READ_ONCE(q->net->nq) &&
+	       (bufs >= NTR_RING || q->rx_owned + more <= bufs);
 }
 
 /* Post buffers up to a full ring and tell the peer. Receive must not die
@@ -178,7 +182,7 @@ static bool ntr_rx_room(struct ntr_queue *q)
 static void ntr_refill(struct ntr_queue *q, gfp_t gfp)
 {
 	q->refill_due = false;
-	while (ntrdma_tqp_recv_room(q->tqp) && ntr_rx_room(q)) {
+	while (ntrdma_tqp_recv_room(q->tqp) && ntr_rx_room(q, 1)) {
 		if (ntr_post_one(q, gfp)) {
 			ntr_count(&q->rxc, &q->rxc.refill_fail, 1);
 			q->refill_due = true;
@@ -205,6 +209,10 @@ void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
 	u32 pos;
 
 	b->rb.va = NULL;
+	if (!ntr_rx_room(q, 0)) {	/* a queue out of use, or over its share */
+		ntr_free_buf(q, &keep);
+		return;
+	}
 	keep.guarded = ntr_guard_fill(q->net, keep.rb.va);
 	if (ntrdma_tqp_post_recv(q->tqp, keep.rb.addr, q->net->rx_buf_len, &pos)) {
 		ntr_free_buf(q, &keep);
@@ -323,6 +331,16 @@ static const struct ntr_rx_ops ntr_rx_window = {
 	.skb = ntr_window_skb,
 };
 
+/* Buffers per queue: the queues in use share the window (windowed mode). */
+static void ntr_rx_share(struct ntrdma_net *net)
+{
+	if (net->rx_ops)
+		WRITE_ONCE(net->rx_bufs,
+			   ntrdma_rxbuf_count(net->ndev, net->rx_buf_len,
+					      NTR_WINDOW_SHARE / net->nq,
+					      NTR_RING));
+}
+
 /* The engine's mode is known at the first session: buffers to match. */
 static void ntr_rx_choose(struct ntrdma_net *net)
 {
@@ -332,8 +350,7 @@ static void ntr_rx_choose(struct ntrdma_net *net)
 		net->rx_ops = &ntr_rx_window;
 	else
 		net->rx_ops = &ntr_rx_flat;
-	net->rx_bufs = ntrdma_rxbuf_count(net->ndev, net->rx_buf_len,
-					  NTR_WINDOW_SHARE / net->nq, NTR_RING);
+	ntr_rx_share(net);
 }
 
 /* A GSO frame's type must be what its headers say it is (IPv4 or IPv6,
@@ -499,7 +516,7 @@ static void ntr_update_carrier(struct ntrdma_net *net)
 		xdp = false;
 	}
 	WRITE_ONCE(net->peer_xdp, xdp);
-	WRITE_ONCE(net->tx_nq, min_t(u32, peer, net->nq));
+	WRITE_ONCE(net->tx_nq, min_t(u32, peer, READ_ONCE(net->nq)));
 	if (peer) {
 		ntrdma_fault_pause(net->ndev, "carrier");
 		if (!netif_carrier_ok(dev))
@@ -538,8 +555,9 @@ void ntr_publish_open(struct ntrdma_net *net)
 		return;
 	if (rcu_access_pointer(net->xdp_prog))
 		q0 |= NTRDMA_NET_STATE_XDP;
-	for (i = net->nq - 1; i >= 0; i--)
-		ntrdma_tqp_set_state(net->q[i].tqp, !open ? 0 : i ? 1 : q0);
+	for (i = NTR_MAX_QUEUES - 1; i >= 0; i--)
+		ntrdma_tqp_set_state(net->q[i].tqp, !open ? 0 :
+				     i ? i < net->nq : q0);
 }
 
 static void ntr_tqp_tx_space(void *ctx)
@@ -713,7 +731,7 @@ static void ntr_session_start(struct ntrdma_net *net)
 	if (net->active || !ntrdma_link_is_up(net->ndev))
 		return;
 	ntr_rx_choose(net);
-	for (i = 0; i < net->nq; i++) {
+	for (i = 0; i < NTR_MAX_QUEUES; i++) {
 		q = &net->q[i];
 		/* The peer accepted this session: it left the previous one. */
 		ntr_free_quarantine(q);
@@ -721,13 +739,13 @@ static void ntr_session_start(struct ntrdma_net *net)
 		netdev_tx_reset_queue(netdev_get_tx_queue(net->netdev, i));
 	}
 	WRITE_ONCE(net->active, true);
-	for (i = 0; i < net->nq; i++) {
+	for (i = 0; i < NTR_MAX_QUEUES; i++) {
 		ntr_refill(&net->q[i], GFP_KERNEL);
 		napi_enable(&net->q[i].napi);
 	}
 	ntr_publish_open(net);
 	ntr_update_carrier(net);
-	for (i = 0; i < net->nq; i++)
+	for (i = 0; i < NTR_MAX_QUEUES; i++)
 		napi_schedule(&net->q[i].napi);
 }
 
@@ -743,7 +761,7 @@ static void ntr_session_stop(struct ntrdma_net *net)
 	netif_carrier_off(net->netdev);
 	mutex_unlock(&net->carrier_lock);
 	netif_tx_disable(net->netdev);
-	for (i = 0; i < net->nq; i++) {
+	for (i = 0; i < NTR_MAX_QUEUES; i++) {
 		napi_disable(&net->q[i].napi);
 		del_timer_sync(&net->q[i].refill_timer);
 		ntr_drain_rx(&net->q[i]);
@@ -826,7 +844,7 @@ static void ntr_sum(struct ntrdma_net *net, struct ntr_counters *r,
 
 	for (k = 0; k < ARRAY_SIZE(sets); k++) {
 		memset(sets[k].sum, 0, sizeof(*sets[k].sum));
-		for (i = 0; i < net->nq; i++) {
+		for (i = 0; i < NTR_MAX_QUEUES; i++) {
 			ntr_read((void *)((u8 *)&net->q[i] + sets[k].off), &one);
 			sets[k].sum->packets += one.packets;
 			sets[k].sum->bytes += one.bytes;
@@ -979,7 +997,7 @@ static void ntr_get_ethtool_stats(struct net_device *dev,
 	int i;
 
 	ntr_sum(net, &r, &t, &d);
-	for (i = 0; i < net->nq; i++) {
+	for (i = 0; i < NTR_MAX_QUEUES; i++) {
 		wakes += atomic64_read(&net->q[i].tx_wakes);
 		doorbells += ntrdma_tqp_doorbells(net->q[i].tqp);
 	}
@@ -1011,8 +1029,36 @@ static void ntr_get_channels(struct net_device *dev,
 {
 	struct ntrdma_net *net = netdev_priv(dev);
 
-	ch->max_combined = net->nq;
+	ch->max_combined = NTR_MAX_QUEUES;
 	ch->combined_count = net->nq;
+}
+
+/* ethtool -L combined N (rtnl): a queue taken into use posts its buffers
+ * before the peer hears of it; one taken out of use stops posting.
+ */
+static int ntr_set_channels(struct net_device *dev,
+			    struct ethtool_channels *ch)
+{
+	struct ntrdma_net *net = netdev_priv(dev);
+	u32 n = ch->combined_count;
+	int i, rc;
+
+	if (!n || n > NTR_MAX_QUEUES || ch->rx_count || ch->tx_count ||
+	    ch->other_count)
+		return -EINVAL;
+	rc = netif_set_real_num_queues(dev, n, n);
+	if (rc)
+		return rc;
+	WRITE_ONCE(net->nq, n);
+	ntr_rx_share(net);
+	for (i = 0; i < n && READ_ONCE(net->active); i++) {
+		napi_disable(&net->q[i].napi);	/* refill is NAPI's */
+		ntr_refill(&net->q[i], GFP_KERNEL);
+		napi_enable(&net->q[i].napi);
+	}
+	ntr_publish_open(net);
+	ntr_update_carrier(net);
+	return 0;
 }
 
 static int ntr_get_tunable(struct net_device *dev,
@@ -1048,6 +1094,7 @@ static const struct ethtool_ops ntr_ethtool_ops = {
 	.get_strings		= ntr_get_strings,
 	.get_ethtool_stats	= ntr_get_ethtool_stats,
 	.get_channels		= ntr_get_channels,
+	.set_channels		= ntr_set_channels,
 	.get_tunable		= ntr_get_tunable,
 	.set_tunable		= ntr_set_tunable,
 };
@@ -1096,7 +1143,7 @@ static int ntr_queues_init(struct ntrdma_net *net)
 	struct ntr_queue *q;
 	int i, rc;
 
-	for (i = 0; i < net->nq; i++) {
+	for (i = 0; i < NTR_MAX_QUEUES; i++) {
 		q = &net->q[i];
 		q->net = net;
 		q->idx = i;
@@ -1129,13 +1176,12 @@ err:
 
 static int ntr_add(struct ntrdma_dev *ndev, void **priv)
 {
-	int nq = clamp_t(int, net_queues, 1, NTR_MAX_QUEUES);
 	struct net_device *dev;
 	struct ntrdma_net *net;
 	int rc;
 
 	dev = alloc_netdev_mqs(sizeof(*net), "ntr%d", NET_NAME_ENUM,
-			       ether_setup, nq, nq);
+			       ether_setup, NTR_MAX_QUEUES, NTR_MAX_QUEUES);
 	if (!dev)
 		return -ENOMEM;
 	net = netdev_priv(dev);
@@ -1143,12 +1189,12 @@ static int ntr_add(struct ntrdma_dev *ndev, void **priv)
 	mutex_init(&net->carrier_lock);
 	INIT_WORK(&net->carrier_work, ntr_carrier_work);
 	net->netdev = dev;
-	net->nq = nq;
+	net->nq = 1;
 	net->rx_buf_len = NTR_MAX_FRAME;
 	net->rx_copybreak = NTR_RX_COPYBREAK;
 	net->rx_alloc_len = SKB_DATA_ALIGN(NTR_HEADROOM + net->rx_buf_len) +
 			    SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
-	net->q = kvcalloc(nq, sizeof(*net->q), GFP_KERNEL);
+	net->q = kvcalloc(NTR_MAX_QUEUES, sizeof(*net->q), GFP_KERNEL);
 	if (!net->q) {
 		rc = -ENOMEM;
 		goto err_free;
@@ -1180,7 +1226,7 @@ static int ntr_add(struct ntrdma_dev *ndev, void **priv)
 	return 0;
 
 err_queues:
-	ntr_queues_fini(net, nq);
+	ntr_queues_fini(net, NTR_MAX_QUEUES);
 err_q:
 	kvfree(net->q);
 err_free:
@@ -1198,12 +1244,12 @@ static void ntr_del(void *priv, bool peer_quiet)
 
 	ntrdma_dev_set_netdev(net->ndev, NULL);
 	unregister_netdev(net->netdev);
-	for (i = 0; i < net->nq; i++) {
+	for (i = 0; i < NTR_MAX_QUEUES; i++) {
 		ntr_quarantine_rx(&net->q[i]);
 		if (peer_quiet)
 			ntr_free_quarantine(&net->q[i]);
 	}
-	ntr_queues_fini(net, net->nq);
+	ntr_queues_fini(net, NTR_MAX_QUEUES);
 	/* No doorbell queues it any more; with no session it reads no queue. */
 	cancel_work_sync(&net->carrier_work);
 	kvfree(net->q);

@@ -348,7 +348,7 @@ u64 *ntr_xdp_stats(struct ntrdma_net *net, u64 *data)
 	unsigned int start;
 	int i, k;
 
-	for (i = 0; i < net->nq; i++) {
+	for (i = 0; i < NTR_MAX_QUEUES; i++) {
 		q = &net->q[i];
 		do {
 			start = u64_stats_fetch_begin(&q->xdpc.syncp);

@@ -21,7 +21,7 @@ B_IP=10.78.0.2
 NTB_DRV=/sys/bus/ntb/drivers/ntrdma
 
 ktap_header
-ktap_plan 35
+ktap_plan 36
 
 need_ntb_pair
 
@@ -313,9 +313,11 @@ ktap_check "debugfs: link up" grep -q '^link: up' /sys/kernel/debug/ntrdma/ntrdm
 ktap_check "ethtool -i/-S/-k/-l work" $A "ethtool -i $IFA >/dev/null && ethtool -S $IFA >/dev/null && ethtool -k $IFA >/dev/null && ethtool -l $IFA >/dev/null"
 ktap_check "no protocol errors" sh -c "! grep -q '^proto_errors: [1-9]' /sys/kernel/debug/ntrdma/*/info"
 
-# 24: two queues (net_queues=2): ethtool -S gives each queue's counters as
-# rxN_* and txN_*, they add up to the totals, and 16 TCP flows (hashed to a
-# queue each) use both queues. Then back to one queue.
+# 24: two queues (ethtool -L combined 2 on both sides): ethtool -S gives
+# each queue's counters as rxN_* and txN_*, they add up to the totals, and
+# 16 TCP flows (hashed to a queue each) use both queues. Then A goes back
+# to one queue: B hears of it and sends on queue 0 only, and A's queue 1
+# takes nothing more.
 unload_both() {
 	modprobe -r ntrdma
 	is_pair && peer "modprobe -r ntrdma"
@@ -323,14 +325,21 @@ unload_both() {
 }
 qsum() { awk -v p="$1" -v n="$2" '$1 ~ "^" p "[0-9]+_" n ":$" { s += $2 } END { print s + 0 }'; }
 qval() { awk -v n="$1:" '$1 == n { print $2 + 0; exit }'; }
+channels() { # SIDE IFACE: "current/maximum" combined channels
+	${!1} "ethtool -l $2" | awk '/^Combined:/ { v[n++] = $2 } END { print v[1] "/" v[0] }'
+}
+flows() { # FROM TO TO_IP: 16 TCP flows for 2 s
+	${!2} "iperf3 -s -1 -D -p 5205 >/dev/null 2>&1"
+	sleep 0.5
+	${!1} "timeout 20 iperf3 -c $3 -p 5205 -t 2 -P 16 >/dev/null 2>&1"
+	sleep 1
+}
 two_queues() {
 	local sa sb
-	unload_both
-	bring_up net_queues=2 && wait_for 10 ping_ok || return 1
-	$B "iperf3 -s -1 -D -p 5205 >/dev/null 2>&1"
-	sleep 0.5
-	$A "timeout 20 iperf3 -c $B_IP -p 5205 -t 2 -P 16 >/dev/null 2>&1"
-	sleep 1
+	$A "ethtool -L $IFA combined 2" && $B "ethtool -L $IFB combined 2" || return 1
+	ktap_diag "combined channels: A $(channels A "$IFA"), B $(channels B "$IFB")"
+	[ "$(channels A "$IFA")" = 2/4 ] && wait_for 10 ping_ok || return 1
+	flows A B "$B_IP"
 	sa=$($A "ethtool -S $IFA") sb=$($B "ethtool -S $IFB")
 	ktap_diag "A: tx0 $(qval tx0_packets <<<"$sa"), tx1 $(qval tx1_packets <<<"$sa"), tx_packets $(qval tx_packets <<<"$sa"); B: rx0 $(qval rx0_packets <<<"$sb"), rx1 $(qval rx1_packets <<<"$sb"), rx_packets $(qval rx_packets <<<"$sb")"
 	[ "$(qval tx0_packets <<<"$sa")" -gt 0 ] && [ "$(qval tx1_packets <<<"$sa")" -gt 0 ] &&
@@ -340,7 +349,19 @@ two_queues() {
 		[ "$(qsum rx packets <<<"$sb")" = "$(qval rx_packets <<<"$sb")" ] &&
 		[ "$(qsum tx doorbells <<<"$sa")" = "$(qval tx_doorbells <<<"$sa")" ]
 }
+back_to_one() {
+	local t0 t1
+	$A "ethtool -L $IFA combined 1" && [ "$(channels A "$IFA")" = 1/4 ] || return 1
+	! $A "ethtool -L $IFA combined 5 2>/dev/null" || return 1
+	t0=$(qval tx1_packets <<<"$($B "ethtool -S $IFB")")
+	flows B A "$A_IP"
+	flows A B "$B_IP"
+	t1=$(qval tx1_packets <<<"$($B "ethtool -S $IFB")")
+	ktap_diag "B's tx1_packets $t0 -> $t1 with A on one queue; A's ethtool -S lists rx1: $($A "ethtool -S $IFA" | grep -c ' rx1_')"
+	[ "$t1" = "$t0" ] && ! $A "ethtool -S $IFA" | grep -q ' rx1_' && ping_ok
+}
 ktap_check "two queues: per-queue counters in ethtool -S, both queues used, sums equal the totals" two_queues
+ktap_check "one queue again on A (ethtool -L): B sends on queue 0 only, 5 queues refused" back_to_one
 drop_tcp 5205
 unload_both
 bring_up
