@@ -19,7 +19,9 @@
 # that many MiB), BENCH_DOORBELL (as
 # BENCH_LINK: the doorbell round trip), BENCH_ETH ("ntb_netdev ntr0 ntr0-win
 # veth"; ntr0-win: ntrdma in windowed mode, on the NTB without a flat window
-# that ntb_netdev uses), BENCH_ETH_TESTS ("tcp1 tcp4 udp64"), BENCH_RDMA
+# that ntb_netdev uses), BENCH_ETH_TESTS ("tcp1 tcp4 udp64 sp:tcp sp:tcp:bp
+# sp:udp sp:udp:bp"; sp: sockperf ping-pong, bp: with busy polling for
+# BENCH_BUSY_POLL_US (2000) us), BENCH_RDMA
 # ("ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev
 # rxe@ntr0": ntrdma-poll with adaptive polling (rx_poll_us=50),
 # ntrdma-win in windowed mode; when asked for, ntrdma-pull (every READ up
@@ -46,13 +48,14 @@ LAT_ITERS=${BENCH_LAT_ITERS:-1000}
 LINK=${BENCH_LINK:-1}
 DOORBELL=${BENCH_DOORBELL:-$LINK}
 ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 ntr0-win veth"}
-ETH_TESTS=${BENCH_ETH_TESTS:-"tcp1 tcp4 udp64"}
+ETH_TESTS=${BENCH_ETH_TESTS:-"tcp1 tcp4 udp64 sp:tcp sp:tcp:bp sp:udp sp:udp:bp"}
 RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0"}
 RDMA_TESTS=${BENCH_RDMA_TESTS:-"write_bw:64 write_bw:4096 write_bw:65536 read_bw:64 read_bw:4096
 	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 send_lat:4096 write_lat:2
 	read_lat:2 qperf:rc_bw qperf:rc_lat fi:msg:64 fi:msg:4096 fi:msg:65536 fi:rdm:64
 	fi:rdm:4096 fi:rdm:65536"}
 FI_ITERS=${BENCH_FI_ITERS:-100}
+BUSY_US=${BENCH_BUSY_POLL_US:-2000}
 STORAGE_SYSTEMS=${BENCH_STORAGE-"nvmeof-rdma nvmeof-tcp@ntr0 iser iscsi-tcp@ntr0 nfs-rdma nfs-tcp@ntr0"}
 STORAGE_TESTS=${BENCH_STORAGE_TESTS:-"randread:4k:1 randread:4k:16 randwrite:4k:16 read:128k:8 write:128k:8"}
 NFS_TESTS=${BENCH_NFS_TESTS:-"write:1m:4 read:1m:4"}
@@ -432,11 +435,66 @@ iperf_run() {
 	return 0
 }
 
+# Busy polling for @1 us (0: off) on both hosts: net.core.busy_read and
+# busy_poll are global, so they are set outside the namespaces.
+busy_poll() { # US
+	local c="sysctl -qw net.core.busy_read=$1 net.core.busy_poll=$1"
+	sh -c "$c"
+	if is_pair; then peer "$c"; fi
+}
+
+# Packets that busy polling found, on side A and B together (TcpExt's
+# BusyPollRxPackets of their network namespaces).
+busy_pkts() {
+	local q="awk '/^TcpExt:/ { if (!c) { for (i = 1; i <= NF; i++) if (\$i == \"BusyPollRxPackets\") c = i } else print \$c }' /proc/net/netstat"
+	echo $(( $($A "$q") + $($B "$q") ))
+}
+
+# sockperf ping-pong of 64 B messages on the current A (client) / B
+# (server); TEST sp:tcp|udp[:bp] (bp: busy polling, BUSY_US). VAL: the median
+# latency, P99 the 99th percentile; sockperf reports half the round trip.
+sockperf_run() {
+	local test=$1 proto flag= out port=$((PORT++)) bp0 bp1
+	proto=$(cut -d: -f2 <<<"$test")
+	[ "$proto" = tcp ] && flag=--tcp
+	[[ $test = *:bp ]] && busy_poll "$BUSY_US"
+	$B "sockperf server $flag -i $B_IP -p $port </dev/null >/dev/null 2>&1 &"
+	sleep 1
+	bp0=$(busy_pkts)
+	cpu_mark
+	out=$($A "timeout $((SECS + 30)) sockperf ping-pong $flag -i $B_IP -p $port -t $SECS -m 64" 2>&1)
+	bp1=$(busy_pkts)
+	$B "pkill -x sockperf" >/dev/null 2>&1
+	busy_poll 0
+	save_raw "" "$out"
+	VAL=$(awk '/percentile 50.000 =/ { print $NF; exit }' <<<"$out")
+	P99=$(awk '/percentile 99.000 =/ { print $NF; exit }' <<<"$out")
+	MSGS=$(sed -n 's/.*ReceivedMessages=\([0-9]*\).*/\1/p' <<<"$out" | head -1)
+	if [ -z "$VAL" ]; then
+		NOTE="sockperf: $(grep -iE 'error|fail|refused' <<<"$out" | head -n 2 | xargs | head -c 200)"
+		P99='' MSGS=0
+		return 1
+	fi
+	NOTE="$ETH_NOTE, $MSGS round trips, $((bp1 - bp0)) packets found by busy polling; half the round trip, as sockperf reports it"
+	return 0
+}
+
+eth_run() { # TEST
+	case $1 in
+	sp:*) sockperf_run "$1" ;;
+	*) iperf_run "$1" ;;
+	esac
+}
+
 eth_label() {
+	local bp=
+	[[ $1 = *:bp ]] && bp=", busy poll"
 	case $1 in
 	tcp1) echo "iperf3 TCP x1|Gbit/s" ;;
 	tcp4) echo "iperf3 TCP x4|Gbit/s" ;;
 	udp64) echo "iperf3 UDP 64 B|kpps" ;;
+	sp:tcp*) echo "sockperf TCP ping-pong 64 B$bp|us" ;;
+	sp:udp*) echo "sockperf UDP ping-pong 64 B$bp|us" ;;
 	esac
 }
 
@@ -452,7 +510,7 @@ eth_round() { # ROUND SYSTEM
 	fi
 	for t in $ETH_TESTS; do
 		lab=$(eth_label "$t")
-		measure "$sys" "${lab%|*}" "${lab#*|}" "$round" iperf_run "$t"
+		measure "$sys" "${lab%|*}" "${lab#*|}" "$round" eth_run "$t"
 	done
 	eth_down "$sys"
 }

@@ -88,7 +88,7 @@ else
 	OUT=${OUT:-$ROOT/build/bench}
 	for v in BENCH_REPEATS BENCH_SECS BENCH_LAT_ITERS BENCH_LINK BENCH_DOORBELL BENCH_ETH \
 		BENCH_ETH_TESTS BENCH_RDMA BENCH_RDMA_TESTS BENCH_PROBE_RUNS BENCH_PROBE_MIB \
-		BENCH_STORAGE BENCH_STORAGE_TESTS BENCH_NFS_TESTS; do
+		BENCH_STORAGE BENCH_STORAGE_TESTS BENCH_NFS_TESTS BENCH_BUSY_POLL_US; do
 		[ -n "${!v+set}" ] && GUEST_ENV+=("$v=${!v}")
 	done
 	# Rows that must have results (other rows may be n/a: a peer may lack a
@@ -98,6 +98,10 @@ else
 			REQUIRE+=("$t|ntb_hw_ivshmem|flat window copy" "$t|ntb_hw_ivshmem|MW copy")
 			for s in ntb_netdev ntr0 ntr0-win veth; do
 				REQUIRE+=("$t|$s|iperf3 TCP x1" "$t|$s|iperf3 TCP x4")
+			done
+			for s in ntb_netdev ntr0 veth; do
+				REQUIRE+=("$t|$s|sockperf TCP ping-pong 64 B"
+					  "$t|$s|sockperf TCP ping-pong 64 B, busy poll")
 			done
 			for s in ntrdma ntrdma-win rxe siw; do
 				REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_send_lat 2 B")

@@ -13,7 +13,7 @@ PKGS=(
 	iperf3 rdma-core ibverbs-utils libibverbs-dev librdmacm-dev
 	rdmacm-utils perftest qperf python3 gnuplot-nox
 	nvme-cli fio python3-pyverbs nfs-kernel-server nfs-common open-iscsi
-	libfabric-bin xdp-tools
+	libfabric-bin xdp-tools sockperf
 )
 
 missing=()
