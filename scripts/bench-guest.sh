@@ -450,20 +450,29 @@ busy_pkts() {
 	echo $(( $($A "$q") + $($B "$q") ))
 }
 
+# Doorbells both ends rang (ntr netdevs: ethtool -S tx_doorbells); empty
+# for netdevs without the counter.
+eth_doorbells() {
+	local a b
+	a=$($A "ethtool -S $IFA 2>/dev/null" | awk '$1 == "tx_doorbells:" { print $2 }')
+	b=$($B "ethtool -S $IFB 2>/dev/null" | awk '$1 == "tx_doorbells:" { print $2 }')
+	[ -n "$a" ] && [ -n "$b" ] && echo $((a + b))
+}
+
 # sockperf ping-pong of 64 B messages on the current A (client) / B
 # (server); TEST sp:tcp|udp[:bp] (bp: busy polling, BUSY_US). VAL: the median
 # latency, P99 the 99th percentile; sockperf reports half the round trip.
 sockperf_run() {
-	local test=$1 proto flag= out port=$((PORT++)) bp0 bp1
+	local test=$1 proto flag= out port=$((PORT++)) bp0 bp1 db0 db1
 	proto=$(cut -d: -f2 <<<"$test")
 	[ "$proto" = tcp ] && flag=--tcp
 	[[ $test = *:bp ]] && busy_poll "$BUSY_US"
 	$B "sockperf server $flag -i $B_IP -p $port </dev/null >/dev/null 2>&1 &"
 	sleep 1
-	bp0=$(busy_pkts)
+	bp0=$(busy_pkts) db0=$(eth_doorbells)
 	cpu_mark
 	out=$($A "timeout $((SECS + 30)) sockperf ping-pong $flag -i $B_IP -p $port -t $SECS -m 64" 2>&1)
-	bp1=$(busy_pkts)
+	bp1=$(busy_pkts) db1=$(eth_doorbells)
 	$B "pkill -x sockperf" >/dev/null 2>&1
 	busy_poll 0
 	save_raw "" "$out"
@@ -475,7 +484,10 @@ sockperf_run() {
 		P99='' MSGS=0
 		return 1
 	fi
-	NOTE="$ETH_NOTE, $MSGS round trips, $((bp1 - bp0)) packets found by busy polling; half the round trip, as sockperf reports it"
+	NOTE="$ETH_NOTE, $MSGS round trips, $((bp1 - bp0)) packets found by busy polling"
+	[ -n "$db0" ] && [ -n "$db1" ] && [ "$MSGS" -gt 0 ] &&
+		NOTE+=", $(awk -v d=$((db1 - db0)) -v m="$MSGS" 'BEGIN { printf "%.2f", d / m }') doorbells per round trip"
+	NOTE+="; half the round trip, as sockperf reports it"
 	return 0
 }
 
