@@ -163,15 +163,32 @@ static void ntr_free_quarantine(struct ntr_queue *q)
 	}
 }
 
-/* Room for @more buffers beyond those @q owns: only a queue in use posts,
- * and in windowed mode fewer than a ring (rx_bufs) are each queue's.
+/* Buffers all queues own (queues out of use may still hold some). */
+static u32 ntr_rx_owned_all(struct ntrdma_net *net)
+{
+	u32 n = 0;
+	int i;
+
+	for (i = 0; i < NTR_MAX_QUEUES; i++)
+		n += READ_ONCE(net->q[i].rx_owned);
+	return n;
+}
+
+/* Room for @more buffers beyond those @q owns: only a queue in use posts;
+ * in windowed mode a queue owns at most rx_bufs (its share of the queues
+ * in use) and all queues together at most rx_bufs_face.
  */
 static bool ntr_rx_room(struct ntr_queue *q, u32 more)
 {
-	u32 bufs = READ_ONCE(q->net->rx_bufs);
+	struct ntrdma_net *net = q->net;
+	u32 bufs = READ_ONCE(net->rx_bufs);
 
-	return q->idx < READ_ONCE(q->net->nq) &&
-	       (bufs >= NTR_RING || q->rx_owned + more <= bufs);
+	if (q->idx >= READ_ONCE(net->nq))
+		return false;
+	if (bufs >= NTR_RING)
+		return true;
+	return q->rx_owned + more <= bufs &&
+	       ntr_rx_owned_all(net) + more <= net->rx_bufs_face;
 }
 
 /* Post buffers up to a full ring and tell the peer. Receive must not die
@@ -331,7 +348,7 @@ static const struct ntr_rx_ops ntr_rx_window = {
 	.skb = ntr_window_skb,
 };
 
-/* Buffers per queue: the queues in use share the window (windowed mode). */
+/* Buffers per queue: the queues in use share the face's part (windowed). */
 static void ntr_rx_share(struct ntrdma_net *net)
 {
 	if (net->rx_ops)
@@ -350,6 +367,9 @@ static void ntr_rx_choose(struct ntrdma_net *net)
 		net->rx_ops = &ntr_rx_window;
 	else
 		net->rx_ops = &ntr_rx_flat;
+	net->rx_bufs_face = ntrdma_rxbuf_count(net->ndev, net->rx_buf_len,
+					       NTR_WINDOW_SHARE,
+					       NTR_RING * NTR_MAX_QUEUES);
 	ntr_rx_share(net);
 }
 
@@ -577,17 +597,18 @@ static void ntr_tqp_tx_space(void *ctx)
 /* A send finished (any context but hard irq): BQL, counters, the skb. */
 static void ntr_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 {
-	bool xdp = (unsigned long)cookie & NTR_XDP_TAG;
 	struct ntr_queue *q = ctx;
 	struct sk_buff *skb = cookie;
 	unsigned long flags;
 
-	if (!xdp) {
-		spin_lock_irqsave(&q->bql_lock, flags);
-		netdev_tx_completed_queue(netdev_get_tx_queue(q->net->netdev,
-							      q->idx), 1, len);
-		spin_unlock_irqrestore(&q->bql_lock, flags);
+	if ((unsigned long)cookie & NTR_XDP_TAG) {
+		ntr_xdp_send_done(q, cookie, len, status);
+		return;
 	}
+	spin_lock_irqsave(&q->bql_lock, flags);
+	netdev_tx_completed_queue(netdev_get_tx_queue(q->net->netdev, q->idx),
+				  1, len);
+	spin_unlock_irqrestore(&q->bql_lock, flags);
 	u64_stats_update_begin(&q->donec.syncp);
 	if (!status) {
 		q->donec.packets++;
@@ -598,9 +619,7 @@ static void ntr_tqp_send_done(void *ctx, void *cookie, u32 len, int status)
 		q->donec.errors++;
 	}
 	u64_stats_update_end(&q->donec.syncp);
-	if (xdp)
-		ntr_xdp_send_done(cookie);
-	else if (status)
+	if (status)
 		dev_kfree_skb_any(skb);
 	else
 		dev_consume_skb_any(skb);
@@ -873,6 +892,7 @@ static void ntr_get_stats64(struct net_device *dev,
 	s->tx_bytes = d.bytes;
 	s->tx_dropped = t.dropped + d.dropped;
 	s->tx_errors = t.errors + d.errors;
+	ntr_xdp_tx_totals(net, &s->tx_packets, &s->tx_bytes, &s->tx_errors);
 }
 
 /* The peer runs XDP: it takes whole frames with complete checksums only. */
@@ -1055,6 +1075,8 @@ static int ntr_set_channels(struct net_device *dev,
 		napi_disable(&net->q[i].napi);	/* refill is NAPI's */
 		ntr_refill(&net->q[i], GFP_KERNEL);
 		napi_enable(&net->q[i].napi);
+		/* a doorbell that came while NAPI was off scheduled nothing */
+		napi_schedule(&net->q[i].napi);
 	}
 	ntr_publish_open(net);
 	ntr_update_carrier(net);
@@ -1214,6 +1236,9 @@ static int ntr_add(struct ntrdma_dev *ndev, void **priv)
 	ntr_set_mac(net);
 	netif_carrier_off(dev);
 
+	rc = netif_set_real_num_queues(dev, 1, 1);
+	if (rc)
+		goto err_q;
 	rc = ntr_queues_init(net);
 	if (rc)
 		goto err_q;

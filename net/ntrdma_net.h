@@ -114,6 +114,8 @@ struct ntr_queue {
 	bool xdp_flush;			/* NAPI redirected frames this poll */
 	struct ntr_xdp_counters xdpc;	/* NAPI */
 	atomic64_t xdp_xmit, xdp_xmit_errors;	/* ndo_xdp_xmit, any CPU */
+	/* XDP frames sent (XDP_TX, ndo_xdp_xmit): send_done, any CPU */
+	atomic64_t xdp_done, xdp_done_bytes, xdp_done_errors;
 };
 
 struct ntrdma_net {
@@ -126,6 +128,7 @@ struct ntrdma_net {
 	u32 rx_alloc_len;
 	const struct ntr_rx_ops *rx_ops;	/* set at the first session */
 	u32 rx_bufs;		/* posted per queue, at most */
+	u32 rx_bufs_face;	/* owned by all queues, at most (windowed) */
 	u32 rx_copybreak;	/* ethtool's rx-copybreak tunable */
 	int nq;			/* our queue pairs */
 	u32 tx_nq;		/* queues both sides have: 0 while closed */
@@ -148,10 +151,13 @@ struct sk_buff *ntr_xdp_rx(struct ntr_queue *q, struct bpf_prog *prog,
 			   struct ntr_rx_buf *b,
 			   const struct ntrdma_net_meta *m);
 void ntr_xdp_poll_end(struct ntr_queue *q);
-void ntr_xdp_send_done(void *cookie);
+void ntr_xdp_send_done(struct ntr_queue *q, void *cookie, u32 len,
+		       int status);
 int ntr_xdp_bpf(struct net_device *dev, struct netdev_bpf *bpf);
 int ntr_xdp_xmit(struct net_device *dev, int n, struct xdp_frame **frames,
 		 u32 flags);
+void ntr_xdp_tx_totals(struct ntrdma_net *net, u64 *packets, u64 *bytes,
+		       u64 *errors);
 bool ntr_xdp_mtu_ok(struct ntrdma_net *net, int mtu);
 void ntr_xdp_features(struct net_device *dev);
 #define NTR_XDP_STATS	(NTR_XDP_NSTATS + 2)

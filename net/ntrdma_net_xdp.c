@@ -11,7 +11,8 @@
  * most NTR_XDP_MAX_MTU, and queue 0's state word asks the peer for whole
  * frames with complete checksums (it segments and checksums them itself,
  * see ntr_features_check()). A frame that does not fit (one sent before
- * the peer knew) is dropped and counted as rx_xdp_unfit.
+ * the peer knew, or longer than our MTU from a peer with a larger one) is
+ * dropped and counted as rx_xdp_unfit.
  * Transmit: XDP_TX frames go back on the queue they came in on, frames
  * redirected to us on the queue of the CPU's index. Their send cookie is
  * the xdp_frame tagged with NTR_XDP_TAG: send_done returns the frame to
@@ -114,9 +115,25 @@ static int ntr_xdp_send(struct ntr_queue *q, struct xdp_frame *f, bool more)
 			       (void *)((unsigned long)f | NTR_XDP_TAG), more);
 }
 
-/* A send of ours finished (send_done): the frame goes back to its owner. */
-void ntr_xdp_send_done(void *cookie)
+/**
+ * ntr_xdp_send_done() - an XDP send of @q finished (send_done)
+ * @q: the queue it went out on
+ * @cookie: the tagged frame
+ * @len: its length
+ * @status: 0 or the send's error
+ *
+ * Any context but hard irq; several CPUs may send on one queue, so the
+ * counters are atomic. The frame goes back to its owner.
+ */
+void ntr_xdp_send_done(struct ntr_queue *q, void *cookie, u32 len,
+		       int status)
 {
+	if (status) {
+		atomic64_inc(&q->xdp_done_errors);
+	} else {
+		atomic64_inc(&q->xdp_done);
+		atomic64_add(len, &q->xdp_done_bytes);
+	}
 	xdp_return_frame(ntr_xdp_frame(cookie));
 }
 
@@ -259,12 +276,26 @@ int ntr_xdp_xmit(struct net_device *dev, int n, struct xdp_frame **frames,
 		return -ENETDOWN;
 	q = &net->q[smp_processor_id() % nq];
 	for (i = 0; i < n; i++)
-		if (ntr_xdp_send(q, frames[i], true))
+		if (xdp_frame_has_frags(frames[i]) ||	/* one buffer only */
+		    ntr_xdp_send(q, frames[i], true))
 			break;
 	ntrdma_tqp_send_flush(q->tqp);
 	atomic64_add(i, &q->xdp_xmit);
 	atomic64_add(n - i, &q->xdp_xmit_errors);
 	return i;
+}
+
+/* XDP frames sent, their bytes and failed sends, all queues (stats64). */
+void ntr_xdp_tx_totals(struct ntrdma_net *net, u64 *packets, u64 *bytes,
+		       u64 *errors)
+{
+	int i;
+
+	for (i = 0; i < NTR_MAX_QUEUES; i++) {
+		*packets += atomic64_read(&net->q[i].xdp_done);
+		*bytes += atomic64_read(&net->q[i].xdp_done_bytes);
+		*errors += atomic64_read(&net->q[i].xdp_done_errors);
+	}
 }
 
 /* MTU @mtu allowed with the program attached, if any (rtnl). */
