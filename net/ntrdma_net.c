@@ -37,6 +37,12 @@
 #include <linux/u64_stats_sync.h>
 #include <linux/utsname.h>
 
+#ifdef NTRDMA_PAGE_POOL_HELPERS
+#include <net/page_pool/helpers.h>
+#else
+#include <net/page_pool.h>
+#endif
+
 #include "ntrdma_faces.h"
 #include "ntrdma_net.h"
 
@@ -52,13 +58,10 @@ void ntr_count(struct ntr_counters *c, u64 *field, u64 n)
 
 /* ---- receive ---- */
 
+/* Flat mode: a page of the queue's pool (mapped by the pool), or none. */
 static void ntr_flat_free(struct ntr_queue *q, struct ntr_rx_buf *b)
 {
-	struct ntrdma_net *net = q->net;
-
-	dma_unmap_single(ntrdma_dev_dma_device(net->ndev), b->rb.dma, net->rx_buf_len,
-			 DMA_FROM_DEVICE);
-	kfree(b->rb.va);
+	page_pool_put_full_page(q->rx_pp, virt_to_head_page(b->rb.va), false);
 }
 
 static void ntr_free_buf(struct ntr_queue *q, struct ntr_rx_buf *b)
@@ -96,19 +99,13 @@ static void ntr_guard_check(struct ntrdma_net *net, struct ntr_rx_buf *b)
 static int ntr_flat_alloc(struct ntr_queue *q, struct ntr_rx_buf *b,
 			  gfp_t gfp)
 {
-	struct ntrdma_net *net = q->net;
-	struct device *dev = ntrdma_dev_dma_device(net->ndev);
+	struct page *page = page_pool_alloc_pages(q->rx_pp, gfp | __GFP_NOWARN);
 
-	b->rb.va = kmalloc(net->rx_alloc_len, gfp);
-	if (!b->rb.va)
+	if (!page)
 		return -ENOMEM;
-	b->guarded = ntr_guard_fill(net, b->rb.va);
-	b->rb.dma = dma_map_single(dev, (u8 *)b->rb.va + NTR_HEADROOM,
-				   net->rx_buf_len, DMA_FROM_DEVICE);
-	if (dma_mapping_error(dev, b->rb.dma)) {
-		kfree(b->rb.va);
-		return -EIO;
-	}
+	b->rb.va = page_address(page);
+	b->guarded = ntr_guard_fill(q->net, b->rb.va);
+	b->rb.dma = page_pool_get_dma_addr(page) + NTR_HEADROOM;
 	b->rb.addr = b->rb.dma;
 	return 0;
 }
@@ -238,18 +235,6 @@ void ntr_repost(struct ntr_queue *q, struct ntr_rx_buf *b)
 	q->rx[ntrdma_ring_idx(pos, NTR_RING)] = keep;
 }
 
-/* The flat receive buffer is kmalloc()ed: since 6.3 such a head is built
- * with slab_build_skb() (build_skb(va, 0) warns there); Kbuild finds which.
- */
-static struct sk_buff *ntr_build_slab_skb(void *va)
-{
-#ifdef NTRDMA_SLAB_BUILD_SKB
-	return slab_build_skb(va);
-#else
-	return build_skb(va, 0);
-#endif
-}
-
 /* The skb for a received frame: built around the buffer the peer wrote (no
  * copy), except for frames up to the rx-copybreak tunable's bytes
  * (ethtool --set-tunable DEV rx-copybreak N), which are copied into a
@@ -269,11 +254,32 @@ static void ntr_flat_copy(struct ntr_queue *q,
 	ntr_repost(q, b);
 }
 
+/* An skb around a page of the queue's pool holding @len bytes past the
+ * headroom. The page goes back to the pool when the skb is freed (at once
+ * if there is no skb).
+ */
+static struct sk_buff *ntr_pool_skb(struct ntr_queue *q, struct page *page,
+				    u32 len)
+{
+	struct sk_buff *skb;
+
+	skb = build_skb(page_address(page), PAGE_SIZE << q->net->rx_order);
+	if (!skb) {
+		page_pool_put_full_page(q->rx_pp, page, true);
+		return NULL;
+	}
+	skb_mark_for_recycle(skb);
+	skb_reserve(skb, NTR_HEADROOM);
+	skb_put(skb, len);
+	return skb;
+}
+
 static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 				    const struct ntrdma_tqp_rcomp *c,
 				    struct ntr_rx_buf *b)
 {
 	struct device *dev = ntrdma_dev_dma_device(q->net->ndev);
+	struct page *page = virt_to_head_page(b->rb.va);
 	struct sk_buff *skb;
 
 	if (c->len <= READ_ONCE(q->net->rx_copybreak)) {
@@ -283,17 +289,10 @@ static struct sk_buff *ntr_flat_skb(struct ntr_queue *q,
 			return skb;
 		}
 	}
-	dma_unmap_single(dev, b->rb.dma, q->net->rx_buf_len, DMA_FROM_DEVICE);
-	skb = ntr_build_slab_skb(b->rb.va);
-	if (!skb)
-		kfree(b->rb.va);
-	b->rb.va = NULL;	/* the skb's now, or freed */
+	dma_sync_single_for_cpu(dev, b->rb.dma, c->len, DMA_FROM_DEVICE);
+	b->rb.va = NULL;	/* the skb's now, or the pool's */
 	q->rx_owned--;
-	if (!skb)
-		return NULL;
-	skb_reserve(skb, NTR_HEADROOM);
-	skb_put(skb, c->len);
-	return skb;
+	return ntr_pool_skb(q, page, c->len);
 }
 
 static const struct ntr_rx_ops ntr_rx_flat = {
@@ -327,13 +326,26 @@ static void ntr_window_copy(struct ntr_queue *q,
 	ntr_repost(q, b);
 }
 
-/* Every frame is copied out (as ntb_netdev does), its piece posted again. */
+/* Every frame is copied out (as ntb_netdev does), its piece posted again.
+ * A large frame goes into a page of the queue's pool (recycled, where a
+ * fresh 64 KiB skb head would be allocated and zeroed per frame); one that
+ * would fill under a quarter of such a page, into an skb of its size.
+ */
 static struct sk_buff *ntr_window_skb(struct ntr_queue *q,
 				      const struct ntrdma_tqp_rcomp *c,
 				      struct ntr_rx_buf *b)
 {
-	struct sk_buff *skb = napi_alloc_skb(&q->napi, c->len);
+	struct sk_buff *skb;
+	struct page *page;
 
+	if (c->len > (PAGE_SIZE << q->net->rx_order) / 4) {
+		page = page_pool_dev_alloc_pages(q->rx_pp);
+		if (page) {
+			ntr_window_copy(q, c, b, page_address(page) + NTR_HEADROOM);
+			return ntr_pool_skb(q, page, c->len);
+		}
+	}
+	skb = napi_alloc_skb(&q->napi, c->len);
 	if (skb)
 		ntr_window_copy(q, c, b, skb_put(skb, c->len));
 	else
@@ -1150,11 +1162,48 @@ static const struct ntrdma_tqp_ops ntr_tqp_ops = {
 	.send_done	= ntr_tqp_send_done,
 };
 
+/* The queue's pool: flat mode's receive buffers, windowed mode's copies of
+ * large frames. Its pages are recycled when the stack frees their skbs: no
+ * allocation, zeroing or mapping per frame.
+ */
+static int ntr_rx_pool_init(struct ntr_queue *q)
+{
+	struct ntrdma_net *net = q->net;
+	struct page_pool_params pp = {
+		.flags = PP_FLAG_DMA_MAP | PP_FLAG_DMA_SYNC_DEV,
+		.order = net->rx_order,
+		.pool_size = NTR_RX_POOL,
+		.nid = NUMA_NO_NODE,
+		.dev = ntrdma_dev_dma_device(net->ndev),
+		.dma_dir = DMA_FROM_DEVICE,
+		.offset = NTR_HEADROOM,
+		.max_len = net->rx_buf_len,
+	};
+
+	q->rx_pp = page_pool_create(&pp);
+	if (IS_ERR(q->rx_pp)) {
+		int rc = PTR_ERR(q->rx_pp);
+
+		q->rx_pp = NULL;
+		return rc;
+	}
+	return 0;
+}
+
+/* Buffers kept at removal (the peer may still write them) keep the pool. */
+static void ntr_rx_pool_fini(struct ntr_queue *q)
+{
+	if (q->rx_pp && !q->quar_count)
+		page_pool_destroy(q->rx_pp);
+	q->rx_pp = NULL;
+}
+
 static void ntr_queues_fini(struct ntrdma_net *net, int n)
 {
 	while (n--) {
 		del_timer_sync(&net->q[n].refill_timer);
 		ntrdma_tqp_destroy(net->q[n].tqp);
+		ntr_rx_pool_fini(&net->q[n]);
 		ntr_xdp_queue_fini(&net->q[n]);
 		netif_napi_del(&net->q[n].napi);
 	}
@@ -1180,10 +1229,16 @@ static int ntr_queues_init(struct ntrdma_net *net)
 		rc = ntr_xdp_queue_init(q);
 		if (rc)
 			goto err;
+		rc = ntr_rx_pool_init(q);
+		if (rc) {
+			ntr_xdp_queue_fini(q);
+			goto err;
+		}
 		q->tqp = ntrdma_tqp_create(net->ndev, NTRDMA_TQP_NET + i,
 					   &ntr_tqp_ops, q);
 		if (IS_ERR(q->tqp)) {
 			rc = PTR_ERR(q->tqp);
+			ntr_rx_pool_fini(q);
 			ntr_xdp_queue_fini(q);
 			goto err;
 		}
@@ -1216,6 +1271,7 @@ static int ntr_add(struct ntrdma_dev *ndev, void **priv)
 	net->rx_copybreak = NTR_RX_COPYBREAK;
 	net->rx_alloc_len = SKB_DATA_ALIGN(NTR_HEADROOM + net->rx_buf_len) +
 			    SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
+	net->rx_order = get_order(net->rx_alloc_len);
 	net->q = kvcalloc(NTR_MAX_QUEUES, sizeof(*net->q), GFP_KERNEL);
 	if (!net->q) {
 		rc = -ENOMEM;

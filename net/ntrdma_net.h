@@ -23,9 +23,11 @@
 #define NTR_REFILL_RETRY_MS	20
 #define NTR_MAX_QUEUES		NTRDMA_NET_QUEUES_MAX
 #define NTR_WINDOW_SHARE	60	/* percent of the window (windowed) */
+#define NTR_RX_POOL		(NTR_RING / 2)	/* idle pages a queue's pool keeps */
 
-/* rb.va: flat mode the skb head (rb.dma maps it past the headroom),
- * windowed mode the piece of the window; rb.addr: what the peer is told.
+/* rb.va: flat mode a page of the queue's rx_pp, the skb head to be
+ * (rb.dma: past the headroom), windowed mode the piece of the window;
+ * rb.addr: what the peer is told.
  */
 struct ntr_rx_buf {
 	struct ntrdma_rxbuf rb;
@@ -85,6 +87,7 @@ struct ntr_queue {
 
 	/* receive: buffers we posted to the peer, by ring position */
 	struct ntr_rx_buf rx[NTR_RING];
+	struct page_pool *rx_pp;	/* receive pages (NAPI), see ntr_rx_pool_init() */
 
 	/* Buffers of an ended session: the peer may still write into them
 	 * until it has left that session, which we know once it accepts our
@@ -126,6 +129,7 @@ struct ntrdma_net {
 	struct work_struct carrier_work;	/* the peer's netdev state changed */
 	u32 rx_buf_len;		/* bytes the peer may write per buffer */
 	u32 rx_alloc_len;
+	unsigned int rx_order;	/* flat mode: a buffer is a page of this order */
 	const struct ntr_rx_ops *rx_ops;	/* set at the first session */
 	u32 rx_bufs;		/* posted per queue, at most */
 	u32 rx_bufs_face;	/* owned by all queues, at most (windowed) */

@@ -21,7 +21,7 @@ B_IP=10.78.0.2
 NTB_DRV=/sys/bus/ntb/drivers/ntrdma
 
 ktap_header
-ktap_plan 36
+ktap_plan 37
 
 need_ntb_pair
 
@@ -58,8 +58,23 @@ both_carrier() { carrier_is A 1 && carrier_is B 1; }
 ktap_check "carrier up on both within 5 s" wait_for 5 both_carrier
 # 3
 ktap_check "ping both ways" ping_ok
-# 4-8
+# 4-9, and the receiver's page allocations during the first stream: its
+# buffers are pages of a page_pool that the stack frees back into, so a
+# received frame costs no new page (a fresh 64 KiB buffer per frame costs
+# two bytes of new pages per byte). One host in loop: the sender's pages
+# would count too.
+pgalloc() { $B "awk '/^pgalloc_/ { n += \$2 } END { print n + 0 }' /proc/vmstat"; }
+rxbytes() { $B "cat /sys/class/net/$IFB/statistics/rx_bytes"; }
+pg0=$(pgalloc) rx0=$(rxbytes)
 iperf_check ntr_iperf3 tcp_AtoB "$B" "$A" "$B_IP" 5202
+pg=$(( $(pgalloc) - pg0 )) rx=$(( $(rxbytes) - rx0 ))
+if is_pair; then
+	metric ntr_rx_new_page_bytes_per_MiB $((pg * 4096 / (rx / 1048576 + 1))) bytes
+	ktap_check "receiver: $pg new pages for $rx bytes (recycled buffers)" \
+		test $((pg * 4096)) -lt $((rx / 2))
+else
+	ktap_skip "receiver's new pages" "one host: the sender's pages count too"
+fi
 iperf_check ntr_iperf3 tcp_BtoA "$A" "$B" "$A_IP" 5202
 iperf_check ntr_iperf3 tcp4_AtoB "$B" "$A" "$B_IP" 5202 -P 4
 iperf_check ntr_iperf3 tcp4_BtoA "$A" "$B" "$A_IP" 5202 -P 4
