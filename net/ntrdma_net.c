@@ -58,7 +58,7 @@ void ntr_count(struct ntr_counters *c, u64 *field, u64 n)
 
 /* ---- receive ---- */
 
-/* Flat mode: a page of the queue's pool (mapped by the pool), or none. */
+/* Flat mode: the buffer's page goes back to the queue's pool. */
 static void ntr_flat_free(struct ntr_queue *q, struct ntr_rx_buf *b)
 {
 	page_pool_put_full_page(q->rx_pp, virt_to_head_page(b->rb.va), false);
@@ -1316,7 +1316,8 @@ err_free:
 }
 
 /* After the link session ended (ntrdma_link_stop()). Posted buffers are
- * kept (leaked) unless @peer_quiet: the peer may still write into them.
+ * kept (leaked), with their pool, unless @peer_quiet: the peer may still
+ * write into them.
  */
 static void ntr_del(void *priv, bool peer_quiet)
 {

@@ -38,8 +38,9 @@ struct ntr_queue;
 struct ntrdma_tqp_rcomp;
 
 /* Receive buffers of the engine's mode (chosen at the first session): flat
- * mode receives into skb heads (no copy), windowed mode copies each frame
- * out of its piece of the window and posts the piece again.
+ * mode receives into pool pages that become skb heads (no copy), windowed
+ * mode copies each frame out of its piece of the window and posts the
+ * piece again.
  */
 struct ntr_rx_ops {
 	int (*alloc)(struct ntr_queue *q, struct ntr_rx_buf *b, gfp_t gfp);
@@ -129,7 +130,7 @@ struct ntrdma_net {
 	struct work_struct carrier_work;	/* the peer's netdev state changed */
 	u32 rx_buf_len;		/* bytes the peer may write per buffer */
 	u32 rx_alloc_len;
-	unsigned int rx_order;	/* flat mode: a buffer is a page of this order */
+	unsigned int rx_order;	/* pages of the queues' rx_pp are this order */
 	const struct ntr_rx_ops *rx_ops;	/* set at the first session */
 	u32 rx_bufs;		/* posted per queue, at most */
 	u32 rx_bufs_face;	/* owned by all queues, at most (windowed) */

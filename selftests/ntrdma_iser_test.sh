@@ -32,7 +32,8 @@
 MB=${ISER_MB:-64}
 SIP=10.79.7.2
 CIP=10.79.7.1
-# The target's iSCSI name, in the EUI-64 form (eui. and 16 hex digits).
+# The target's iSCSI name, in the EUI-64 form (eui. and 16 hex digits):
+# "NTRDA" in ASCII hex, then a target number.
 IQN=eui.4e54524441000001
 CFS=/sys/kernel/config/target
 TPG=$CFS/iscsi/$IQN/tpgt_1
