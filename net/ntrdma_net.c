@@ -480,6 +480,9 @@ static int ntr_poll(struct napi_struct *napi, int budget)
 	struct ntr_rx_buf *b;
 	int done = 0, rc = 0;
 
+	/* netpoll asks with budget 0: no receive and no page_pool there. */
+	if (!budget)
+		return 0;
 	while (done < budget) {
 		rc = ntrdma_tqp_poll_recv(q->tqp, &c, q->net->rx_buf_len);
 		if (rc <= 0) {
@@ -1190,10 +1193,14 @@ static int ntr_rx_pool_init(struct ntr_queue *q)
 	return 0;
 }
 
-/* Buffers kept at removal (the peer may still write them) keep the pool. */
+/* Flat mode's buffers kept at removal (the peer may still write them) are
+ * pool pages: they keep the pool. Windowed mode's are pieces of the window.
+ */
 static void ntr_rx_pool_fini(struct ntr_queue *q)
 {
-	if (q->rx_pp && !q->quar_count)
+	bool kept = q->quar_count && q->net->rx_ops == &ntr_rx_flat;
+
+	if (q->rx_pp && !kept)
 		page_pool_destroy(q->rx_pp);
 	q->rx_pp = NULL;
 }

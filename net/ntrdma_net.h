@@ -113,7 +113,7 @@ struct ntr_queue {
 	atomic64_t tx_wakes;
 
 	/* XDP: frames are copied into pages of this pool for the program */
-	struct page_pool *pp;
+	struct page_pool *xdp_pp;
 	struct xdp_rxq_info xdp_rxq;
 	bool xdp_flush;			/* NAPI redirected frames this poll */
 	struct ntr_xdp_counters xdpc;	/* NAPI */

@@ -63,17 +63,17 @@ int ntr_xdp_queue_init(struct ntr_queue *q)
 	int rc;
 
 	u64_stats_init(&q->xdpc.syncp);
-	q->pp = page_pool_create(&pp);
-	if (IS_ERR(q->pp)) {
-		rc = PTR_ERR(q->pp);
-		q->pp = NULL;
+	q->xdp_pp = page_pool_create(&pp);
+	if (IS_ERR(q->xdp_pp)) {
+		rc = PTR_ERR(q->xdp_pp);
+		q->xdp_pp = NULL;
 		return rc;
 	}
 	rc = xdp_rxq_info_reg(&q->xdp_rxq, q->net->netdev, q->idx,
 			      q->napi.napi_id);
 	if (!rc)
 		rc = xdp_rxq_info_reg_mem_model(&q->xdp_rxq, MEM_TYPE_PAGE_POOL,
-						q->pp);
+						q->xdp_pp);
 	if (rc)
 		ntr_xdp_queue_fini(q);
 	return rc;
@@ -84,9 +84,9 @@ void ntr_xdp_queue_fini(struct ntr_queue *q)
 {
 	if (xdp_rxq_info_is_reg(&q->xdp_rxq))
 		xdp_rxq_info_unreg(&q->xdp_rxq);
-	if (q->pp)
-		page_pool_destroy(q->pp);
-	q->pp = NULL;
+	if (q->xdp_pp)
+		page_pool_destroy(q->xdp_pp);
+	q->xdp_pp = NULL;
 }
 
 /* A frame the program can take: linear, whole, its checksum complete. */
@@ -155,7 +155,7 @@ static struct sk_buff *ntr_xdp_pass(struct ntr_queue *q, struct xdp_buff *xdp,
 	struct sk_buff *skb = build_skb(xdp->data_hard_start, PAGE_SIZE);
 
 	if (!skb) {
-		page_pool_recycle_direct(q->pp, page);
+		page_pool_recycle_direct(q->xdp_pp, page);
 		ntr_count(&q->rxc, &q->rxc.dropped, 1);
 		return NULL;
 	}
@@ -187,7 +187,7 @@ static void ntr_xdp_act(struct ntr_queue *q, struct bpf_prog *prog,
 		}
 		break;
 	case XDP_DROP:
-		page_pool_recycle_direct(q->pp, page);
+		page_pool_recycle_direct(q->xdp_pp, page);
 		ntr_xdp_count(q, NTR_XDP_DROP);
 		return;
 	default:
@@ -197,7 +197,7 @@ static void ntr_xdp_act(struct ntr_queue *q, struct bpf_prog *prog,
 		break;
 	}
 	trace_xdp_exception(dev, prog, act);
-	page_pool_recycle_direct(q->pp, page);
+	page_pool_recycle_direct(q->xdp_pp, page);
 	ntr_xdp_count(q, NTR_XDP_ABORTED);
 }
 
@@ -226,7 +226,7 @@ struct sk_buff *ntr_xdp_rx(struct ntr_queue *q, struct bpf_prog *prog,
 		ntr_xdp_count(q, NTR_XDP_UNFIT);
 		return NULL;
 	}
-	page = page_pool_dev_alloc_pages(q->pp);
+	page = page_pool_dev_alloc_pages(q->xdp_pp);
 	if (!page) {
 		ntr_repost(q, b);
 		ntr_count(&q->rxc, &q->rxc.dropped, 1);
