@@ -5,7 +5,8 @@
 # ways) and UDP, MTU changes, ifdown/ifup, a 256 MiB transfer checked with
 # sha256 on both ends, counters that add up, carrier loss and recovery when
 # the peer's driver goes away (and, with two hosts, when the peer host is
-# killed), local unload under traffic, and load/unload cycles without leaks.
+# killed), local unload under traffic, load/unload cycles without leaks,
+# and netconsole over ntr0.
 # Runs in flat mode (test bed: --flat 1) and in windowed mode (--flat 0).
 . "$(dirname "$0")/lib/ktap.sh"
 . "$(dirname "$0")/lib/env.sh"
@@ -21,7 +22,7 @@ B_IP=10.78.0.2
 NTB_DRV=/sys/bus/ntb/drivers/ntrdma
 
 ktap_header
-ktap_plan 37
+ktap_plan 38
 
 need_ntb_pair
 
@@ -459,6 +460,37 @@ else
 	r1=$(ntb_dma_refused)
 	ktap_check "ntb_hw's DMA engine refusing every 5th prep and 7th submit: $((r1 - r0)) refusals, tx errors $e0 -> $e1, link up" \
 		eval "[ $((r1 - r0)) -gt 0 ] && [ $e1 = $e0 ] && ping_ok"
+fi
+
+# 38: netconsole over ntr0 (two hosts: netconsole finds its netdev only in
+# the initial namespace). netpoll sends with interrupts off and polls the
+# queue with budget 0 when it is full; B counts what arrived. 300 lines
+# are more frames than the ring holds.
+netconsole_lines() { # PORT: the lines B received, until 3 s of silence
+	peer "timeout 60 perl -MIO::Socket::INET -e '
+		my \$s = IO::Socket::INET->new(LocalAddr => \"$B_IP:$1\", Proto => \"udp\") or die;
+		\$SIG{ALRM} = sub { exit 0 }; \$| = 1;
+		while (1) { alarm 3; \$s->recv(my \$m, 4096) or last; print \$m }'"
+}
+netconsole_ok() {
+	local mac n tag="ntrdma-nc-$$"
+	mac=$(peer "cat /sys/class/net/$IFB/address") || return 1
+	netconsole_lines 6666 > /tmp/nc.out &
+	sleep 2
+	modprobe netconsole "netconsole=6666@$A_IP/$IFA,6666@$B_IP/$mac" || return 1
+	for n in $(seq 300); do echo "$tag $n" > /dev/kmsg; done
+	wait
+	modprobe -r netconsole
+	n=$(grep -o "$tag [0-9]*" /tmp/nc.out | sort -u | wc -l)
+	ktap_diag "netconsole: $n of 300 lines arrived"
+	[ "$n" = 300 ] && ping_ok
+}
+if ! is_pair; then
+	ktap_skip "netconsole over $IFA" "netconsole needs its netdev in the initial namespace: two hosts only"
+elif ! command -v perl >/dev/null; then
+	ktap_fail "netconsole over $IFA: perl missing (receives on B)"
+else
+	ktap_check "netconsole over $IFA: 300 kernel messages reach B, link up" netconsole_ok
 fi
 
 modprobe -r ntrdma
