@@ -2,10 +2,11 @@
 /*
  * The emulated NTB's DMA engine: one DMA_MEMCPY channel per NTB port, as NTB
  * adapters pair with a DMA engine (Intel's with IOAT, Switchtec's with its
- * own). It stands for hardware, so its "device" is a worker on another CPU:
+ * own). It stands for hardware, so its "device" is a high-priority worker:
  * descriptors run in submission order, each copy completes before the next
  * starts, and callbacks run in that order with bottom halves disabled, as
- * from a DMA engine's tasklet.
+ * from a DMA engine's tasklet. A few KiB run on the issuing CPU, more on
+ * another one (ivdma_cpu()): see doc/testbed.md.
  *
  * Bus addresses: the guest has no IOMMU, so a bus address is a physical
  * address: either inside the port's flat window (the peer's RAM, mapped here
@@ -50,6 +51,8 @@ MODULE_PARM_DESC(stall,
 
 /* How often a stalled worker looks again. */
 #define IVDMA_STALL_POLL_MS	20
+/* Copies of at most this many bytes run on the CPU that issued them. */
+#define IVDMA_LOCAL_BYTES	(16 * 1024)
 
 static atomic_t ivdma_preps, ivdma_submits, ivdma_refused;
 
@@ -233,18 +236,47 @@ ivdma_prep_memcpy(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
 	return &desc->tx;
 }
 
+/* Bytes in @list (under d->lock). */
+static size_t ivdma_bytes(struct list_head *list)
+{
+	struct ivdma_desc *desc;
+	size_t n = 0;
+
+	list_for_each_entry(desc, list, node)
+		n += desc->len;
+	return n;
+}
+
+/*
+ * Where the copies run: a few KiB on this CPU, right after the issuer (in
+ * the test bed waking another vCPU can cost milliseconds when the host's
+ * cores are busy); more on another CPU, in parallel with the issuer.
+ */
+static int ivdma_cpu(size_t bytes)
+{
+	int cpu = raw_smp_processor_id();
+	int other;
+
+	if (bytes <= IVDMA_LOCAL_BYTES)
+		return cpu;
+	other = cpumask_any_but(cpu_online_mask, cpu);
+	return other < nr_cpu_ids ? other : cpu;
+}
+
 static void ivdma_issue_pending(struct dma_chan *chan)
 {
 	struct ivdma *d = to_ivdma(chan);
 	unsigned long flags;
+	size_t bytes;
 	bool any;
 
 	spin_lock_irqsave(&d->lock, flags);
 	any = !list_empty(&d->submitted);
+	bytes = ivdma_bytes(&d->submitted);
 	list_splice_tail_init(&d->submitted, &d->issued);
 	spin_unlock_irqrestore(&d->lock, flags);
 	if (any)
-		queue_work(d->wq, &d->work);
+		queue_work_on(ivdma_cpu(bytes), d->wq, &d->work);
 }
 
 static enum dma_status ivdma_tx_status(struct dma_chan *chan,
@@ -320,7 +352,7 @@ struct ivdma *ivdma_create(struct device *dev, phys_addr_t win_phys,
 		rc = -ENOMEM;
 		goto err_free;
 	}
-	d->wq = alloc_workqueue("ivdma/%s", WQ_UNBOUND | WQ_HIGHPRI |
+	d->wq = alloc_workqueue("ivdma/%s", WQ_HIGHPRI |
 				WQ_MEM_RECLAIM, 1, dev_name(dev));
 	if (!d->wq) {
 		rc = -ENOMEM;
