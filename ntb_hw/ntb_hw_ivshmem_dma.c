@@ -88,6 +88,7 @@ struct ivdma {
 	struct dma_chan chan;
 	spinlock_t lock;		/* lists and cookies */
 	struct list_head submitted;	/* not yet issued */
+	size_t submitted_bytes;		/* their lengths added up */
 	struct list_head issued;	/* for the worker, in order */
 	struct work_struct work;
 	struct workqueue_struct *wq;
@@ -212,6 +213,7 @@ static dma_cookie_t ivdma_submit(struct dma_async_tx_descriptor *tx)
 	d->chan.cookie = cookie;
 	tx->cookie = cookie;
 	list_add_tail(&desc->node, &d->submitted);
+	d->submitted_bytes += desc->len;
 	spin_unlock_irqrestore(&d->lock, flags);
 	return cookie;
 }
@@ -234,17 +236,6 @@ ivdma_prep_memcpy(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
 	desc->src = src;
 	desc->len = len;
 	return &desc->tx;
-}
-
-/* Bytes in @list (under d->lock). */
-static size_t ivdma_bytes(struct list_head *list)
-{
-	struct ivdma_desc *desc;
-	size_t n = 0;
-
-	list_for_each_entry(desc, list, node)
-		n += desc->len;
-	return n;
 }
 
 /*
@@ -272,7 +263,8 @@ static void ivdma_issue_pending(struct dma_chan *chan)
 
 	spin_lock_irqsave(&d->lock, flags);
 	any = !list_empty(&d->submitted);
-	bytes = ivdma_bytes(&d->submitted);
+	bytes = d->submitted_bytes;
+	d->submitted_bytes = 0;
 	list_splice_tail_init(&d->submitted, &d->issued);
 	spin_unlock_irqrestore(&d->lock, flags);
 	if (any)
@@ -305,6 +297,7 @@ static int ivdma_terminate_all(struct dma_chan *chan)
 
 	spin_lock_irqsave(&d->lock, flags);
 	list_splice_tail_init(&d->submitted, &drop);
+	d->submitted_bytes = 0;
 	list_splice_tail_init(&d->issued, &drop);
 	if (!list_empty(&drop))
 		chan->completed_cookie = chan->cookie;
