@@ -14,6 +14,15 @@
 #include "ntrdma_engine.h"
 #include "ntrdma_net_wire.h"
 
+#ifndef NTRDMA_ETHTOOL_PUTS
+/* Kernels before 6.8: ethtool_puts() as the kernel has it since. */
+static inline void ethtool_puts(u8 **data, const char *str)
+{
+	strscpy(*data, str, ETH_GSTRING_LEN);
+	*data += ETH_GSTRING_LEN;
+}
+#endif
+
 #define NTR_RING		NTRDMA_TQP_RING
 #define NTR_MAX_FRAME		(65536 + VLAN_ETH_HLEN)
 #define NTR_MAX_MTU		(NTR_MAX_FRAME - VLAN_ETH_HLEN)

@@ -366,9 +366,9 @@ void ntr_xdp_strings(u8 **p)
 	int i;
 
 	for (i = 0; i < NTR_XDP_NSTATS; i++)
-		ethtool_sprintf(p, "%s", names[i]);
-	ethtool_sprintf(p, "tx_xdp_xmit");
-	ethtool_sprintf(p, "tx_xdp_xmit_errors");
+		ethtool_puts(p, names[i]);
+	ethtool_puts(p, "tx_xdp_xmit");
+	ethtool_puts(p, "tx_xdp_xmit_errors");
 }
 
 /* The XDP counters of all queues added up; the next slot of @data. */
