@@ -140,7 +140,7 @@ data() {
 	rm -f $BACK
 	W=$(ulp_rate "$MB" $(((t1 - t0) / 1000000)))
 	R=$(ulp_rate "$MB" $(((t2 - t1) / 1000000)))
-	ktap_diag "$1: write $W MB/s, read $R MB/s, sha256 ${got:0:12} (wrote ${WANT:0:12})"
+	ktap_diag "$1: write $W MB/s, read $R MB/s, sha256 ${got:0:12} (source ${WANT:0:12})"
 	[ "$rc" = 0 ] && [ "$got" = "$WANT" ] || { dmesg_tail; return 1; }
 }
 
