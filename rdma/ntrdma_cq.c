@@ -207,6 +207,28 @@ void ntrdma_cq_overrun(struct ntrdma_cq *cq)
 		ibcq->event_handler(&ev, ibcq->cq_context);
 }
 
+/**
+ * ntrdma_cq_event() - a completion was added to @cq (or to an RQ slot of one
+ *	of its QPs): call its handler if it was armed for this kind
+ * @cq: the CQ
+ * @success: the completion's status is IB_WC_SUCCESS
+ * @solicited: the message asked for a solicited event
+ *
+ * Any context; after the completion is published.
+ */
+void ntrdma_cq_event(struct ntrdma_cq *cq, bool success, bool solicited)
+{
+	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&cq->ring);
+	u32 arm;
+
+	smp_mb(); /* prod before reading arm; pairs with req_notify_cq */
+	arm = READ_ONCE(ctl->arm);
+	if (!arm || (arm == NTRDMA_CQ_ARM_SOLICITED && !solicited && success))
+		return;
+	if (cmpxchg(&ctl->arm, arm, 0) == arm && cq->ibcq.comp_handler)
+		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+}
+
 /*
  * Engine API: add one completion. Returns -ENOSPC when the CQ is full (the
  * caller then calls ntrdma_cq_overrun()). Calls the completion handler when
@@ -217,7 +239,7 @@ int ntrdma_cq_post(struct ntrdma_cq *cq, const struct ntrdma_cqe *e,
 {
 	struct ntrdma_ring_ctl *ctl = ntrdma_ring_ctl(&cq->ring);
 	unsigned long flags;
-	u32 prod, arm;
+	u32 prod;
 
 	spin_lock_irqsave(&cq->lock, flags);
 	prod = cq->ring.kpos;
@@ -231,13 +253,6 @@ int ntrdma_cq_post(struct ntrdma_cq *cq, const struct ntrdma_cqe *e,
 	/* release: the entry before the index that publishes it */
 	smp_store_release(&ctl->prod, prod + 1);
 	spin_unlock_irqrestore(&cq->lock, flags);
-
-	smp_mb(); /* prod before reading arm; pairs with req_notify_cq */
-	arm = READ_ONCE(ctl->arm);
-	if (!arm || (arm == NTRDMA_CQ_ARM_SOLICITED && !solicited &&
-		     e->status == IB_WC_SUCCESS))
-		return 0;
-	if (cmpxchg(&ctl->arm, arm, 0) == arm && cq->ibcq.comp_handler)
-		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+	ntrdma_cq_event(cq, e->status == IB_WC_SUCCESS, solicited);
 	return 0;
 }

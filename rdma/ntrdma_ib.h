@@ -277,6 +277,7 @@ struct ntrdma_swqe {
 /* A receive WQE being filled (SEND, or WRITE with immediate). */
 struct ntrdma_rwqe {
 	u64 wr_id;
+	u32 idx;		/* its index in the QP's own RQ */
 	struct ntrdma_rsge sge[NTRDMA_MAX_SGE];
 	u32 nsge;
 	u32 cap;		/* bytes the SGEs hold */
@@ -356,6 +357,7 @@ struct ntrdma_qp {
 	struct ntrdma_ring sq;
 	struct ntrdma_ring rq;
 	bool user;
+	bool rq_done;			/* receives complete in RQ slots */
 	struct ib_qp_cap cap;
 	enum ib_sig_type sq_sig_type;
 
@@ -655,6 +657,8 @@ void ntrdma_resp_tx_owed(struct ntrdma_qp *qp);
 /* ntrdma_qp.c: for the data path */
 void ntrdma_qp_error(struct ntrdma_qp *qp, enum ib_event_type ev);
 void ntrdma_qp_sq_drained(struct ntrdma_qp *qp);
+void ntrdma_qp_complete_recv(struct ntrdma_qp *qp, u32 idx,
+			     const struct ntrdma_cqe *e, bool solicited);
 void ntrdma_qp_complete(struct ntrdma_qp *qp, struct ib_cq *ibcq,
 			const struct ntrdma_cqe *e, bool solicited);
 
@@ -729,6 +733,7 @@ int ntrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 int ntrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
 int ntrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 void ntrdma_cq_overrun(struct ntrdma_cq *cq);
+void ntrdma_cq_event(struct ntrdma_cq *cq, bool success, bool solicited);
 int ntrdma_cq_post(struct ntrdma_cq *cq, const struct ntrdma_cqe *e,
 		   bool solicited);
 

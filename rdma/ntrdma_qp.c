@@ -98,6 +98,7 @@ static int qp_map_user(struct ntrdma_qp *qp, struct ib_udata *udata)
 	resp.sq_entries = qp->sq.entries;
 	resp.rq_entries = qp->rq.entries;
 	resp.qp_num = qp->ibqp.qp_num;
+	resp.flags = qp->rq_done ? NTRDMA_QP_RQ_DONE : 0;
 	return ib_copy_to_udata(udata, &resp, sizeof(resp));
 }
 
@@ -155,6 +156,7 @@ int ntrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *attr,
 		goto err_pool;
 	}
 	ibqp->qp_num = qpn;
+	qp->rq_done = udata && !attr->srq;
 	rc = udata ? qp_map_user(qp, udata) : 0;
 	if (rc)
 		goto err_xa;
@@ -258,7 +260,8 @@ static int ntrdma_check_qp_attr(struct ib_qp_attr *attr, int mask)
 
 /*
  * Complete every WQE still posted in @ring with IB_WC_WR_FLUSH_ERR into
- * @cq, oldest first (the QP entered ERR). Only the wr_id is read from the
+ * @cq, oldest first (the QP entered ERR); the RQ's go where its receives
+ * complete (ntrdma_qp_complete_recv()). Only the wr_id is read from the
  * ring; a user producer index that claims more than the ring holds flushes
  * nothing. Stops early if the CQ is full (overrun: ntrdma_cq_overrun()).
  */
@@ -281,6 +284,10 @@ static void ntrdma_ring_flush(struct ntrdma_qp *qp, struct ntrdma_ring *ring,
 	for (; cons != prod; cons++) {
 		/* Both kinds of WQE start with the wr_id. */
 		e.wr_id = READ_ONCE(*(u64 *)ntrdma_ring_slot(ring, cons));
+		if (ring == &qp->rq && qp->rq_done) {
+			ntrdma_qp_complete_recv(qp, cons, &e, false);
+			continue;
+		}
 		if (ntrdma_cq_post(to_ncq(ibcq), &e, false)) {
 			ntrdma_cq_overrun(to_ncq(ibcq));
 			break;
@@ -391,6 +398,41 @@ void ntrdma_qp_complete(struct ntrdma_qp *qp, struct ib_cq *ibcq,
 		qp->cq_overrun = true;
 		ntrdma_vx_kick(qp);	/* enters ERR from the tx work */
 	}
+}
+
+/**
+ * ntrdma_qp_complete_recv() - complete receive WQE @idx of @qp
+ * @qp: the QP
+ * @idx: the WQE's index in its RQ (unused with an SRQ)
+ * @e: the completion
+ * @solicited: the message asked for a solicited event
+ *
+ * Any context. A user QP's own RQ takes its receives' completions in their
+ * slots (struct ntrdma_recv_done), where the peer writes those of the
+ * SENDs it places: the provider polls them there. Other receives (an SRQ's,
+ * a kernel QP's) go to the CQ's ring.
+ */
+void ntrdma_qp_complete_recv(struct ntrdma_qp *qp, u32 idx,
+			     const struct ntrdma_cqe *e, bool solicited)
+{
+	struct ntrdma_recv_done *d;
+
+	if (!qp->rq_done) {
+		ntrdma_qp_complete(qp, qp->ibqp.recv_cq, e, solicited);
+		return;
+	}
+	d = &((struct ntrdma_recv_wqe *)ntrdma_ring_slot(&qp->rq, idx))->done;
+	WRITE_ONCE(d->status, e->status);
+	WRITE_ONCE(d->opcode, e->opcode);
+	WRITE_ONCE(d->byte_len, e->byte_len);
+	WRITE_ONCE(d->imm_data, e->imm_data);
+	WRITE_ONCE(d->wc_flags, e->wc_flags);
+	WRITE_ONCE(d->src_qp, e->src_qp);
+	WRITE_ONCE(d->vendor_err, e->vendor_err);
+	/* release: the completion before the index that publishes it */
+	smp_store_release(&d->seq, idx + 1);
+	ntrdma_cq_event(to_ncq(qp->ibqp.recv_cq), e->status == IB_WC_SUCCESS,
+			solicited);
 }
 
 static void ntrdma_qp_tx_work(struct work_struct *work)

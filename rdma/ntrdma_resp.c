@@ -155,8 +155,8 @@ static void resp_complete_rcv(struct ntrdma_qp *qp,
 		e.imm_data = h->rkey;	/* ex.invalidate_rkey */
 		e.wc_flags = NTRDMA_WC_WITH_INV;
 	}
-	ntrdma_qp_complete(qp, qp->ibqp.recv_cq, &e,
-			   h->flags & NTRDMA_VX_SOLICITED);
+	ntrdma_qp_complete_recv(qp, qp->rcv.idx, &e,
+				h->flags & NTRDMA_VX_SOLICITED);
 }
 
 /**
@@ -209,6 +209,7 @@ int ntrdma_resp_take_wqe(struct ntrdma_qp *qp)
 	}
 
 	qp->rcv.wr_id = wqe.wr_id;
+	qp->rcv.idx = cons;
 	qp->rcv.nsge = 0;
 	qp->rcv_wqe = true;
 	if (wqe.num_sge > max_sge)
@@ -863,7 +864,7 @@ void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post)
 	lockdep_assert_held(&qp->sq_lock);
 	if (qp->rcv_wqe && post) {
 		e.wr_id = qp->rcv.wr_id;
-		ntrdma_qp_complete(qp, qp->ibqp.recv_cq, &e, false);
+		ntrdma_qp_complete_recv(qp, qp->rcv.idx, &e, false);
 	}
 	ntrdma_resp_release_rcv(qp);
 	for (; qp->rsp_head != qp->rsp_tail; qp->rsp_head++)

@@ -186,8 +186,8 @@ static void ud_complete(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		e.imm_data = h->imm;
 		e.wc_flags |= NTRDMA_WC_WITH_IMM;
 	}
-	ntrdma_qp_complete(qp, qp->ibqp.recv_cq, &e,
-			   h->flags & NTRDMA_VX_SOLICITED);
+	ntrdma_qp_complete_recv(qp, qp->rcv.idx, &e,
+				h->flags & NTRDMA_VX_SOLICITED);
 }
 
 /**

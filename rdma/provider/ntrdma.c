@@ -206,46 +206,138 @@ static int ntr_destroy_cq(struct ibv_cq *ibcq)
 	return 0;
 }
 
+/* The next entry of the CQ's own ring into @e (lock held). */
+static bool cq_ring_take(struct ntr_cq *cq, struct ntrdma_cqe *e)
+{
+	struct ntrdma_ring_ctl *ctl = ring_ctl(&cq->ring);
+	uint32_t prod = __atomic_load_n(&ctl->prod, __ATOMIC_ACQUIRE);
+	uint32_t cons = ctl->cons;
+
+	if (prod == cons || prod - cons > cq->ring.entries)
+		return false;
+	*e = *(const struct ntrdma_cqe *)ring_slot(&cq->ring, cons);
+	__atomic_store_n(&ctl->cons, cons + 1, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* The completion in @qp's next RQ slot, if it is there, into @e. */
+static bool rq_slot_take(struct ntr_qp *qp, struct ntrdma_cqe *e)
+{
+	uint32_t idx = qp->rq_done;
+	const struct ntrdma_recv_wqe *w;
+
+	if (idx == __atomic_load_n(&ring_ctl(&qp->rq)->prod, __ATOMIC_RELAXED))
+		return false;
+	w = ring_slot(&qp->rq, idx);
+	if (__atomic_load_n(&w->done.seq, __ATOMIC_ACQUIRE) != idx + 1)
+		return false;
+	e->wr_id = w->wr_id;
+	e->status = w->done.status;
+	e->opcode = w->done.opcode;
+	e->byte_len = w->done.byte_len;
+	e->qp_num = qp->vqp.qp.qp_num;
+	e->imm_data = w->done.imm_data;
+	e->wc_flags = w->done.wc_flags;
+	e->src_qp = w->done.src_qp;
+	e->vendor_err = w->done.vendor_err;
+	/* release: done reading the slot before post_recv may reuse it */
+	__atomic_store_n(&qp->rq_done, idx + 1, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* The next completion in the RQ slots of @cq's QPs, round robin. */
+static bool cq_rq_take(struct ntr_cq *cq, struct ntrdma_cqe *e)
+{
+	struct ntr_qp *qp = cq->rq_next;
+
+	if (!qp)
+		return false;
+	do {
+		qp = qp->rq_nxt;
+		if (rq_slot_take(qp, e)) {
+			cq->rq_next = qp;
+			return true;
+		}
+	} while (qp != cq->rq_next);
+	return false;
+}
+
+/**
+ * ntr_cq_take() - the next completion of @cq
+ * @cq: the CQ (its lock held)
+ * @e: where to
+ *
+ * The CQ's ring and its QPs' RQ slots take turns.
+ *
+ * Return: true when there was one.
+ */
+bool ntr_cq_take(struct ntr_cq *cq, struct ntrdma_cqe *e)
+{
+	cq->rq_turn = !cq->rq_turn;
+	if (cq->rq_turn)
+		return cq_rq_take(cq, e) || cq_ring_take(cq, e);
+	return cq_ring_take(cq, e) || cq_rq_take(cq, e);
+}
+
+/* The QPs' copies of an arm word the kernel took: the peer stops kicking. */
+static void cq_rq_disarm(struct ntr_cq *cq)
+{
+	struct ntr_qp *qp = cq->rq_next;
+
+	if (!cq->rq_armed || ring_ctl(&cq->ring)->arm || !qp)
+		return;
+	do {
+		__atomic_store_n(&ring_ctl(&qp->rq)->cq_arm, 0,
+				 __ATOMIC_RELAXED);
+		qp = qp->rq_nxt;
+	} while (qp != cq->rq_next);
+	cq->rq_armed = false;
+}
+
 static int ntr_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 {
 	struct ntr_cq *cq = to_cq(ibcq);
-	struct ntrdma_ring_ctl *ctl = ring_ctl(&cq->ring);
-	const struct ntrdma_cqe *e;
-	uint32_t prod, cons;
+	struct ntrdma_cqe e;
 	int n = 0;
 
 	pthread_spin_lock(&cq->lock);
-	prod = __atomic_load_n(&ctl->prod, __ATOMIC_ACQUIRE);
-	cons = ctl->cons;
-	if (prod - cons > cq->ring.entries) {
-		pthread_spin_unlock(&cq->lock);
-		return -1;
-	}
-	for (; n < ne && cons != prod; n++, cons++) {
-		e = ring_slot(&cq->ring, cons);
+	cq_rq_disarm(cq);
+	for (; n < ne && ntr_cq_take(cq, &e); n++) {
 		memset(&wc[n], 0, sizeof(wc[n]));
-		wc[n].wr_id = e->wr_id;
-		wc[n].status = e->status;
-		wc[n].opcode = e->opcode;
-		wc[n].vendor_err = e->vendor_err;
-		wc[n].byte_len = e->byte_len;
-		wc[n].imm_data = e->imm_data;
-		wc[n].qp_num = e->qp_num;
-		wc[n].src_qp = e->src_qp;
-		wc[n].wc_flags = e->wc_flags;
+		wc[n].wr_id = e.wr_id;
+		wc[n].status = e.status;
+		wc[n].opcode = e.opcode;
+		wc[n].vendor_err = e.vendor_err;
+		wc[n].byte_len = e.byte_len;
+		wc[n].imm_data = e.imm_data;
+		wc[n].qp_num = e.qp_num;
+		wc[n].src_qp = e.src_qp;
+		wc[n].wc_flags = e.wc_flags;
 	}
-	__atomic_store_n(&ctl->cons, cons, __ATOMIC_RELEASE);
 	pthread_spin_unlock(&cq->lock);
 	return n;
 }
 
 static int ntr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
-	struct ntrdma_ring_ctl *ctl = ring_ctl(&to_cq(ibcq)->ring);
+	struct ntr_cq *cq = to_cq(ibcq);
+	uint32_t arm = solicited_only ? NTRDMA_CQ_ARM_SOLICITED :
+					NTRDMA_CQ_ARM_NEXT;
+	struct ntr_qp *qp;
 
-	__atomic_store_n(&ctl->arm, solicited_only ? NTRDMA_CQ_ARM_SOLICITED :
-						     NTRDMA_CQ_ARM_NEXT,
-			 __ATOMIC_SEQ_CST);
+	pthread_spin_lock(&cq->lock);
+	__atomic_store_n(&ring_ctl(&cq->ring)->arm, arm, __ATOMIC_SEQ_CST);
+	/* The copies the peer reads before it places into an RQ slot. */
+	qp = cq->rq_next;
+	if (qp) {
+		do {
+			__atomic_store_n(&ring_ctl(&qp->rq)->cq_arm, arm,
+					 __ATOMIC_SEQ_CST);
+			qp = qp->rq_nxt;
+		} while (qp != cq->rq_next);
+		cq->rq_armed = true;
+	}
+	pthread_spin_unlock(&cq->lock);
 	/*
 	 * The arm before any later read of prod (the poll that catches a
 	 * completion posted meanwhile): the kernel stores prod, then reads
@@ -253,6 +345,43 @@ static int ntr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 	 */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	return 0;
+}
+
+/* @qp's receives complete in its RQ slots: @cq polls them. */
+static void cq_rq_add(struct ntr_cq *cq, struct ntr_qp *qp)
+{
+	pthread_spin_lock(&cq->lock);
+	qp->rcq = cq;
+	if (!cq->rq_next) {
+		qp->rq_prev = qp;
+		qp->rq_nxt = qp;
+	} else {
+		qp->rq_nxt = cq->rq_next->rq_nxt;
+		qp->rq_prev = cq->rq_next;
+		qp->rq_nxt->rq_prev = qp;
+		cq->rq_next->rq_nxt = qp;
+	}
+	cq->rq_next = qp;
+	pthread_spin_unlock(&cq->lock);
+}
+
+static void cq_rq_del(struct ntr_qp *qp)
+{
+	struct ntr_cq *cq = qp->rcq;
+
+	if (!cq)
+		return;
+	pthread_spin_lock(&cq->lock);
+	if (qp->rq_nxt == qp) {
+		cq->rq_next = NULL;
+	} else {
+		qp->rq_prev->rq_nxt = qp->rq_nxt;
+		qp->rq_nxt->rq_prev = qp->rq_prev;
+		if (cq->rq_next == qp)
+			cq->rq_next = qp->rq_prev;
+	}
+	qp->rcq = NULL;
+	pthread_spin_unlock(&cq->lock);
 }
 
 /* ---- QP ---- */
@@ -263,7 +392,7 @@ NTR_CMD(ntr_create_qp_resp, ib_uverbs_create_qp_resp,
 /* The rings of a QP the kernel created (its answer @r); granted @cap. */
 static int ntr_qp_map(struct ntr_qp *qp, struct ibv_context *ctx,
 		      const struct ntrdma_create_qp_resp *r,
-		      const struct ibv_qp_cap *cap)
+		      const struct ibv_qp_cap *cap, struct ibv_cq *recv_cq)
 {
 	int rc;
 
@@ -280,6 +409,8 @@ static int ntr_qp_map(struct ntr_qp *qp, struct ibv_context *ctx,
 	qp->max_send_sge = cap->max_send_sge;
 	qp->max_recv_sge = cap->max_recv_sge;
 	qp->max_inline = cap->max_inline_data;
+	if ((r->flags & NTRDMA_QP_RQ_DONE) && recv_cq)
+		cq_rq_add(to_cq(recv_cq), qp);
 	return 0;
 }
 
@@ -317,7 +448,8 @@ static struct ibv_qp *ntr_create_qp(struct ibv_pd *pd,
 	if (rc)
 		goto err_free;
 	/* ibv_cmd_create_qp wrote the granted capabilities into attr. */
-	rc = ntr_qp_map(qp, pd->context, &resp.drv, &attr->cap);
+	rc = ntr_qp_map(qp, pd->context, &resp.drv, &attr->cap,
+			attr->recv_cq);
 	if (rc) {
 		ibv_cmd_destroy_qp(&qp->vqp.qp);
 		goto err_free;
@@ -358,7 +490,8 @@ static struct ibv_qp *ntr_create_qp_ex(struct ibv_context *context,
 	rc = ibv_cmd_create_qp_ex(context, &qp->vqp, attr, &cmd, sizeof(cmd),
 				  &resp.ibv_cmd, sizeof(resp));
 	if (!rc)
-		rc = ntr_qp_map(qp, context, &resp.drv, &attr->cap);
+		rc = ntr_qp_map(qp, context, &resp.drv, &attr->cap,
+				attr->recv_cq);
 	if (rc) {
 		if (qp->vqp.qp.context)
 			ibv_cmd_destroy_qp(&qp->vqp.qp);
@@ -422,6 +555,11 @@ static int ntr_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	/* The kernel resets both rings' indexes on the way to RESET. */
 	rc = ibv_cmd_modify_qp(qp, attr, attr_mask, &cmd, sizeof(cmd));
 	if (!rc && (attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET) {
+		if (to_qp(qp)->rcq) {
+			pthread_spin_lock(&to_qp(qp)->rcq->lock);
+			to_qp(qp)->rq_done = 0;
+			pthread_spin_unlock(&to_qp(qp)->rcq->lock);
+		}
 		ntr_cq_clean(qp->send_cq, qp->qp_num);
 		if (qp->recv_cq && qp->recv_cq != qp->send_cq)
 			ntr_cq_clean(qp->recv_cq, qp->qp_num);
@@ -436,18 +574,24 @@ static int ntr_destroy_qp(struct ibv_qp *ibqp)
 
 	if (rc)
 		return rc;
+	cq_rq_del(qp);
 	ring_unmap(&qp->sq);
 	ring_unmap(&qp->rq);
 	ntr_qp_free(qp);
 	return 0;
 }
 
-/* Write receive WQEs into an RQ or SRQ ring; no system call. */
+/*
+ * Write receive WQEs into an RQ or SRQ ring; no system call. @done: the
+ * QP's next slot to complete (NTRDMA_QP_RQ_DONE), else NULL: the kernel's
+ * consumer index says which slots are free.
+ */
 static int ring_post_recv(struct ntr_ring *ring, pthread_spinlock_t *lock,
-			  uint32_t max_sge, struct ibv_recv_wr *wr,
-			  struct ibv_recv_wr **bad_wr)
+			  uint32_t max_sge, const uint32_t *done,
+			  struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
 {
 	struct ntrdma_ring_ctl *ctl = ring_ctl(ring);
+	const uint32_t *free_from = done ? done : &ctl->cons;
 	struct ntrdma_recv_wqe *wqe;
 	uint32_t prod;
 	int i, rc = 0;
@@ -459,7 +603,7 @@ static int ring_post_recv(struct ntr_ring *ring, pthread_spinlock_t *lock,
 			rc = EINVAL;
 			break;
 		}
-		if (prod - __atomic_load_n(&ctl->cons, __ATOMIC_ACQUIRE) >=
+		if (prod - __atomic_load_n(free_from, __ATOMIC_ACQUIRE) >=
 		    ring->entries) {
 			rc = ENOMEM;
 			break;
@@ -472,6 +616,7 @@ static int ring_post_recv(struct ntr_ring *ring, pthread_spinlock_t *lock,
 			wqe->sge[i].length = wr->sg_list[i].length;
 			wqe->sge[i].lkey = wr->sg_list[i].lkey;
 		}
+		wqe->done.seq = prod;	/* not complete: never prod + 1 */
 		prod++;
 	}
 	__atomic_store_n(&ctl->prod, prod, __ATOMIC_RELEASE);
@@ -496,8 +641,8 @@ static int ntr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	rc = ring_post_recv(&qp->rq, &qp->rq_lock, qp->max_recv_sge, wr,
-			    bad_wr);
+	rc = ring_post_recv(&qp->rq, &qp->rq_lock, qp->max_recv_sge,
+			    qp->rcq ? &qp->rq_done : NULL, wr, bad_wr);
 	/* The QP is in ERR: the kernel flushes what we posted (ntrdma-abi.h). */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&ring_ctl(&qp->rq)->arm, __ATOMIC_ACQUIRE) ==
@@ -864,7 +1009,7 @@ static int ntr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 {
 	struct ntr_srq *srq = to_srq(ibsrq);
 
-	return ring_post_recv(&srq->ring, &srq->lock, srq->max_sge, wr,
+	return ring_post_recv(&srq->ring, &srq->lock, srq->max_sge, NULL, wr,
 			      bad_wr);
 }
 

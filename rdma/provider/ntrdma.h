@@ -7,6 +7,7 @@
 #define NTRDMA_PROVIDER_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* ntrdma_private_abi<PABI>.h: CMakeLists.txt names the libibverbs' one. */
@@ -38,12 +39,21 @@ struct ntr_ring {
 	uint32_t stride;
 };
 
+struct ntr_qp;
+
 struct ntr_cq {
 	struct verbs_cq vcq;		/* vcq.cq; vcq.cq_ex when made _ex */
 	struct ntr_ring ring;
 	pthread_spinlock_t lock;
+	/*
+	 * The QPs whose receives complete in their RQ slots (under lock): a
+	 * ring, polled from rq_next on, taking turns with the CQ's own ring.
+	 */
+	struct ntr_qp *rq_next;
+	bool rq_turn;
+	bool rq_armed;			/* their cq_arm words may be set */
 	/* ibv_cq_ex polling (ntrdma_cq_ex.c), under lock */
-	uint32_t ex_cons;
+	struct ntrdma_cqe ex_e;
 	const struct ntrdma_cqe *ex_cur;
 };
 
@@ -86,6 +96,14 @@ struct ntr_qp {
 	uint32_t max_recv_sge;
 	uint32_t max_inline;
 	struct ntr_wr_state wr;		/* under sq_lock */
+	/*
+	 * NTRDMA_QP_RQ_DONE: the next RQ slot to complete (written under the
+	 * CQ's lock, read by post_recv), and the QP's place in its CQ's ring
+	 * of such QPs.
+	 */
+	struct ntr_cq *rcq;
+	uint32_t rq_done;
+	struct ntr_qp *rq_prev, *rq_nxt;
 };
 
 static inline struct ntr_context *to_ctx(struct ibv_context *ibctx)
@@ -127,6 +145,7 @@ void ntr_set_bind(struct ntrdma_send_wqe *wqe, struct ibv_mw *mw,
 		  uint32_t rkey, const struct ibv_mw_bind_info *info);
 
 /* ntrdma.c */
+bool ntr_cq_take(struct ntr_cq *cq, struct ntrdma_cqe *e);
 struct ntr_cq *ntr_cq_create(struct ibv_context *context, int cqe,
 			     struct ibv_comp_channel *channel, int comp_vector);
 

@@ -4,9 +4,9 @@
  * (ibv_start_poll(), ibv_next_poll(), ibv_end_poll(), ibv_wc_read_*()) over
  * the same mapped CQ ring as ibv_poll_cq(). ibv_start_poll() takes the
  * CQ's lock and holds it until ibv_end_poll() (or returns ENOENT with it
- * released, as the API says); each poll looks at the entry at the
- * consumer index, and ibv_next_poll()/ibv_end_poll() hand the entries
- * read back to the kernel. The standard wc_flags are served (SLID, SL and
+ * released, as the API says); each poll takes the next completion
+ * (ntr_cq_take(): the CQ's ring or an RQ slot) into a copy the readers
+ * read. The standard wc_flags are served (SLID, SL and
  * DLID path bits read 0: one point-to-point link); completion timestamps
  * and the other extensions are refused with EOPNOTSUPP.
  */
@@ -21,26 +21,17 @@ static struct ntr_cq *to_cq_ex(struct ibv_cq_ex *cqx)
 	return container_of(cqx, struct ntr_cq, vcq.cq_ex);
 }
 
-/* Load the entry at ex_cons into the CQ's public fields: 0 or ENOENT. */
+/* Take the next completion into the CQ's public fields: 0 or ENOENT. */
 static int cq_ex_load(struct ntr_cq *cq)
 {
-	struct ntrdma_ring_ctl *ctl = ring_ctl(&cq->ring);
-	uint32_t prod = __atomic_load_n(&ctl->prod, __ATOMIC_ACQUIRE);
-
-	if (prod == cq->ex_cons || prod - cq->ex_cons > cq->ring.entries) {
+	if (!ntr_cq_take(cq, &cq->ex_e)) {
 		cq->ex_cur = NULL;
 		return ENOENT;
 	}
-	cq->ex_cur = ring_slot(&cq->ring, cq->ex_cons);
+	cq->ex_cur = &cq->ex_e;
 	cq->vcq.cq_ex.wr_id = cq->ex_cur->wr_id;
 	cq->vcq.cq_ex.status = cq->ex_cur->status;
 	return 0;
-}
-
-static void cq_ex_consume(struct ntr_cq *cq)
-{
-	__atomic_store_n(&ring_ctl(&cq->ring)->cons, cq->ex_cons,
-			 __ATOMIC_RELEASE);
 }
 
 static int cq_ex_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
@@ -51,7 +42,6 @@ static int cq_ex_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr
 	if (attr->comp_mask)
 		return EINVAL;
 	pthread_spin_lock(&cq->lock);
-	cq->ex_cons = ring_ctl(&cq->ring)->cons;
 	rc = cq_ex_load(cq);
 	if (rc)
 		pthread_spin_unlock(&cq->lock);
@@ -60,20 +50,13 @@ static int cq_ex_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr
 
 static int cq_ex_next_poll(struct ibv_cq_ex *cqx)
 {
-	struct ntr_cq *cq = to_cq_ex(cqx);
-
-	cq->ex_cons++;
-	cq_ex_consume(cq);
-	return cq_ex_load(cq);
+	return cq_ex_load(to_cq_ex(cqx));
 }
 
 static void cq_ex_end_poll(struct ibv_cq_ex *cqx)
 {
 	struct ntr_cq *cq = to_cq_ex(cqx);
 
-	if (cq->ex_cur)
-		cq->ex_cons++;
-	cq_ex_consume(cq);
 	cq->ex_cur = NULL;
 	pthread_spin_unlock(&cq->lock);
 }

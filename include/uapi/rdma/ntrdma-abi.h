@@ -20,6 +20,12 @@
  *   SQ, RQ: the kernel sets `arm` to NTRDMA_RING_FLUSH when the QP enters
  *       ERR; work posted after that is flushed by the next POST_SEND
  *       doorbell, which the provider rings when it sees the flag.
+ *   RQ of a user QP (NTRDMA_QP_RQ_DONE): a receive completes in its own
+ *       slot (struct ntrdma_recv_done), written by the kernel or, for a
+ *       SEND the peer placed, by the peer; the provider polls the slots
+ *       of a CQ's QPs beside its ring, and the slots stay the user's until
+ *       it polled them. `cq_arm` is the provider's copy of the CQ's arm
+ *       word, which the peer reads.
  *   SQ doorbell: needed only when no earlier WQE is still outstanding
  *       (cons == the producer index before this post) or the flag is set:
  *       while a WQE is outstanding, the kernel looks at prod again when it
@@ -43,7 +49,8 @@ struct ntrdma_ring_ctl {
 	__u32 pad1[15];
 	__u32 arm;		/* CQ: NTRDMA_CQ_ARM_*, by the user; RQ: flag */
 	__u32 pad2[15];
-	__u32 pad3[16];
+	__u32 cq_arm;		/* RQ: its CQ's arm word, by the user */
+	__u32 pad3[15];
 };
 
 #define NTRDMA_RING_CTL_SIZE	256
@@ -117,11 +124,29 @@ struct ntrdma_send_wqe {
  */
 #define NTRDMA_UD_LOOPBACK	1
 
+/*
+ * A receive's completion in its RQ slot (NTRDMA_QP_RQ_DONE): as struct
+ * ntrdma_cqe without what the provider knows (wr_id, qp_num). `seq` is
+ * written last: the WQE's index + 1. The provider writes the index itself
+ * when it posts, so a slot completed in an earlier lap never matches.
+ */
+struct ntrdma_recv_done {
+	__u32 status;
+	__u32 opcode;
+	__u32 byte_len;
+	__u32 imm_data;		/* big endian */
+	__u32 wc_flags;
+	__u32 src_qp;
+	__u32 vendor_err;
+	__u32 seq;
+};
+
 struct ntrdma_recv_wqe {
 	__aligned_u64 wr_id;
 	__u32 num_sge;
 	__u32 reserved;
 	struct ntrdma_sge sge[NTRDMA_MAX_SGE];
+	struct ntrdma_recv_done done;
 };
 
 struct ntrdma_alloc_ucontext_resp {
@@ -149,6 +174,8 @@ struct ntrdma_create_srq_resp {
 	__u32 reserved;
 };
 
+#define NTRDMA_QP_RQ_DONE	1	/* receives complete in their RQ slots */
+
 struct ntrdma_create_qp_resp {
 	__aligned_u64 sq_offset;
 	__aligned_u64 sq_size;
@@ -157,7 +184,7 @@ struct ntrdma_create_qp_resp {
 	__u32 sq_entries;
 	__u32 rq_entries;
 	__u32 qp_num;
-	__u32 reserved;
+	__u32 flags;		/* NTRDMA_QP_* */
 };
 
 #endif /* NTRDMA_ABI_H */
