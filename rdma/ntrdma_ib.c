@@ -272,6 +272,7 @@ static const struct rdma_stat_desc ntrdma_hw_desc[NTRDMA_HW_NSTATS] = {
 	[NTRDMA_HW_UD_DROPPED] = { .name = "ud_dropped" },
 	[NTRDMA_HW_RX_POLLED] = { .name = "rx_polled" },
 	[NTRDMA_HW_UC_DROPPED] = { .name = "uc_dropped" },
+	[NTRDMA_HW_PLACED_SENDS] = { .name = "placed_sends" },
 };
 
 static struct rdma_hw_stats *ntrdma_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -84,6 +84,7 @@ enum ntrdma_hw_stat {
 	NTRDMA_HW_UD_DROPPED,		/* datagrams no receive took */
 	NTRDMA_HW_RX_POLLED,		/* segments found by polling (rx_poll_us) */
 	NTRDMA_HW_UC_DROPPED,		/* UC messages the responder refused */
+	NTRDMA_HW_PLACED_SENDS,		/* SENDs placed into the peer's RQ */
 	NTRDMA_HW_NSTATS
 };
 
@@ -126,6 +127,12 @@ struct ntrdma_ib {
 	spinlock_t sink_lock;
 	struct list_head sinks_held;
 	atomic_t export_epoch;		/* QP withdrawals so far */
+	/* placed SENDs, receiving side (ntrdma_place_rq.c) */
+	struct ntrdma_wire_psend *psend;	/* what the peer writes */
+	dma_addr_t psend_dma;
+	spinlock_t rq_held_lock;	/* rq_held */
+	struct list_head rq_held;	/* rings of destroyed QPs */
+	struct work_struct kick_work;
 	atomic_t num_srq;
 
 	/* connection manager (ntrdma_iwcm.c) */
@@ -358,6 +365,16 @@ struct ntrdma_qp {
 	struct ntrdma_ring rq;
 	bool user;
 	bool rq_done;			/* receives complete in RQ slots */
+	/*
+	 * Placed SENDs (ntrdma_place_rq.c), under rq_lock: the RQ's consumer
+	 * index lives in the psend area (for good, once exported), and the
+	 * peer may place into it until it answers the withdrawal of
+	 * rq_unshare_epoch.
+	 */
+	struct ntrdma_rq_export *rq_exp;	/* under the QP's mutex */
+	bool rq_word;
+	bool rq_shared;
+	u32 rq_unshare_epoch;
 	struct ib_qp_cap cap;
 	enum ib_sig_type sq_sig_type;
 
@@ -537,6 +554,7 @@ void ntrdma_vx_charge(struct ntrdma_qp *qp, u32 len, bool dma);
 bool ntrdma_vx_tx_spent(struct ntrdma_qp *qp);
 bool ntrdma_vx_place_fence(struct ntrdma_ib *nib);
 bool ntrdma_vx_place_busy(struct ntrdma_ib *nib);
+void ntrdma_vx_kick_peer(struct ntrdma_ib *nib);
 bool ntrdma_vx_place_failed(struct ntrdma_qp *qp);
 void ntrdma_vx_qp_fini(struct ntrdma_qp *qp);
 void ntrdma_vx_wake(struct ntrdma_ib *nib);
@@ -562,6 +580,7 @@ void ntrdma_rmr_clear(struct ntrdma_ib *nib);
 void ntrdma_rmr_fini(struct ntrdma_ib *nib);
 void ntrdma_rmr_show(struct seq_file *s, struct ntrdma_ib *nib);
 int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
+int ntrdma_place_send(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
 int ntrdma_pull_read(struct ntrdma_qp *qp, struct ntrdma_swqe *w);
 int ntrdma_push_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r);
 
@@ -578,6 +597,22 @@ void ntrdma_sink_withdrawn(struct ntrdma_ib *nib, u32 qpn, u32 epoch,
 bool ntrdma_sink_mr_quiet(struct ntrdma_ib *nib, struct ntrdma_mr *mr);
 void ntrdma_sink_session_up(struct ntrdma_ib *nib, u32 session);
 void ntrdma_sink_fini(struct ntrdma_ib *nib, bool peer_quiet);
+
+/* ntrdma_place_rq.c: placed SENDs, receiving side */
+struct ntrdma_wire_qp_export;
+void ntrdma_rq_export_init(struct ntrdma_ib *nib);
+void ntrdma_rq_export_fini(struct ntrdma_ib *nib, bool peer_quiet);
+void ntrdma_rq_export_fill(struct ntrdma_qp *qp, struct ntrdma_wire_qp_export *q,
+			   u32 session);
+void ntrdma_rq_withdrawing(struct ntrdma_qp *qp, u32 epoch);
+void ntrdma_rq_withdrawn(struct ntrdma_ib *nib, u32 qpn, u32 epoch);
+void ntrdma_rq_sync(struct ntrdma_qp *qp);
+void ntrdma_rq_publish(struct ntrdma_qp *qp);
+bool ntrdma_rq_flush_later(struct ntrdma_qp *qp);
+void ntrdma_rq_reset(struct ntrdma_qp *qp);
+void ntrdma_rq_export_destroy(struct ntrdma_qp *qp);
+void ntrdma_rq_session_up(struct ntrdma_ib *nib, u32 session);
+void ntrdma_rq_kicked(struct ntrdma_ib *nib);
 
 /* ntrdma_place_export.c: direct placement, exporting side */
 int ntrdma_export_init(struct ntrdma_ib *nib);
@@ -657,6 +692,7 @@ void ntrdma_resp_tx_owed(struct ntrdma_qp *qp);
 /* ntrdma_qp.c: for the data path */
 void ntrdma_qp_error(struct ntrdma_qp *qp, enum ib_event_type ev);
 void ntrdma_qp_sq_drained(struct ntrdma_qp *qp);
+void ntrdma_rq_flush(struct ntrdma_qp *qp);
 void ntrdma_qp_complete_recv(struct ntrdma_qp *qp, u32 idx,
 			     const struct ntrdma_cqe *e, bool solicited);
 void ntrdma_qp_complete(struct ntrdma_qp *qp, struct ib_cq *ibcq,

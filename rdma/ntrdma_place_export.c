@@ -273,7 +273,8 @@ static bool export_wanted(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 {
 	return ntrdma_direct_placement && !ntrdma_dev_windowed(nib->ndev) &&
 	       mr->kind == NTRDMA_MR_USER &&
-	       (mr->access & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ));
+	       (mr->access & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ |
+			      IB_ACCESS_LOCAL_WRITE));
 }
 
 /**
@@ -462,10 +463,12 @@ static void export_qp_send(struct ntrdma_ib *nib, struct ntrdma_qp_export_msg *m
 				&m->q, sizeof(m->q), NTRDMA_CMD_TIMEOUT_MS, 0);
 	if (m->q.up)
 		return;
-	if (!rc)
+	if (!rc) {
 		ntrdma_sink_withdrawn(nib, m->q.qpn, m->q.epoch, m->session);
-	else if (rc == -ETIMEDOUT)
+		ntrdma_rq_withdrawn(nib, m->q.qpn, m->q.epoch);
+	} else if (rc == -ETIMEDOUT) {
 		ntrdma_link_proto_error(nib->ndev, "a QP withdrawal went unanswered");
+	}
 }
 
 /* Take @m off the queue (and off its QP's waiting messages). */
@@ -590,6 +593,10 @@ void ntrdma_export_qp(struct ntrdma_qp *qp, bool up)
 	q.epoch = qp->export_epoch;
 	WRITE_ONCE(qp->exported, up);
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	if (up)
+		ntrdma_rq_export_fill(qp, &q, session);
+	else
+		ntrdma_rq_withdrawing(qp, q.epoch);
 	spin_lock_irq(&exp->qp_lock);
 	m = export_qp_queue(exp, qp, &q, session, m);
 	spin_unlock_irq(&exp->qp_lock);
@@ -708,6 +715,7 @@ static void export_up_work(struct work_struct *work)
 	if (!session)
 		return;
 	ntrdma_sink_session_up(nib, session);
+	ntrdma_rq_session_up(nib, session);
 	/* dereg waits for this lock before it frees: the walk is safe */
 	mutex_lock(&exp->lock);
 	session = export_session_locked(nib);
@@ -860,6 +868,7 @@ int ntrdma_export_init(struct ntrdma_ib *nib)
 	INIT_WORK(&exp->up_work, export_up_work);
 	init_waitqueue_head(&exp->up_wq);
 	ntrdma_sink_init(nib);
+	ntrdma_rq_export_init(nib);
 	nib->exp = exp;
 	return 0;
 }
@@ -880,6 +889,7 @@ void ntrdma_export_fini(struct ntrdma_ib *nib, bool peer_quiet)
 	list_for_each_entry_safe(m, mt, &exp->qp_msgs, link)
 		kfree(m);
 	ntrdma_sink_fini(nib, peer_quiet);
+	ntrdma_rq_export_fini(nib, peer_quiet);
 	export_test_page_free(nib, peer_quiet);
 	mutex_lock(&exp->lock);
 	list_for_each_entry_safe(mr, tmp, &exp->mrs, export_link) {

@@ -85,6 +85,14 @@ struct ntrdma_rqp {
 	u32 access;
 	u32 dest_qpn;
 	u32 epoch;		/* READ sinks of this epoch may be written */
+	/* placed SENDs: the QP's RQ ring (rq_entries 0: none) */
+	u32 qpn;
+	u32 rq_entries;
+	u32 rq_max_sge;
+	u32 rq_npages;
+	u32 rq_cq;
+	u64 psend;
+	u64 rq_page[];
 };
 
 /*
@@ -259,6 +267,40 @@ static int rmr_revoke(struct ntrdma_ib *nib, const void *req, u16 len)
 	return drained ? 0 : -EIO;
 }
 
+/*
+ * The RQ part of a QP export: the ring's page list, read through the
+ * window and checked as an MR's, and where the peer's psend area is.
+ * Without it (or when it does not check out) its SENDs take the checked
+ * path.
+ */
+static struct ntrdma_rqp *rqp_new(struct ntrdma_ib *nib,
+				  const struct ntrdma_wire_qp_export *q)
+{
+	u64 reach = ntrdma_dev_peer_reach(nib->ndev), end;
+	u32 n = q->rq_entries ? q->rq_npages : 0, i;
+	struct ntrdma_rqp *rqp;
+
+	rqp = kzalloc(struct_size(rqp, rq_page, n), GFP_KERNEL);
+	if (!rqp || !n)
+		return rqp;
+	if (ntrdma_dev_peer_read(nib->ndev, q->rq_list, rqp->rq_page,
+				 n * sizeof(u64)))
+		return rqp;
+	for (i = 0; i < n; i++)
+		if (ntrdma_wire_check_export_page(rqp->rq_page[i], reach))
+			return rqp;
+	if (check_add_overflow(q->psend, (u64)sizeof(struct ntrdma_wire_psend),
+			       &end) || end > reach)
+		return rqp;
+	rqp->qpn = q->qpn;
+	rqp->rq_max_sge = q->rq_max_sge;
+	rqp->rq_npages = n;
+	rqp->rq_cq = q->rq_cq;
+	rqp->psend = q->psend;
+	rqp->rq_entries = q->rq_entries;
+	return rqp;
+}
+
 /* NTRDMA_CMD_QP_EXPORT: a QP of the peer takes placements, or no more. */
 static int rqp_export(struct ntrdma_ib *nib, const void *req, u16 len)
 {
@@ -277,7 +319,7 @@ static int rqp_export(struct ntrdma_ib *nib, const void *req, u16 len)
 		if (nib->rqp_count >= NTRDMA_MAX_QP &&
 		    !xa_load(&nib->rqp_xa, q.qpn))
 			return -ENOSPC;
-		rqp = kzalloc(sizeof(*rqp), GFP_KERNEL);
+		rqp = rqp_new(nib, &q);
 		if (!rqp)
 			return -ENOMEM;
 		rqp->pd = q.pd;
@@ -654,6 +696,246 @@ int ntrdma_place_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		w->direct = true;
 		place_took(w, &c, pc, n, built);
 	}
+	spin_unlock_irqrestore(&nib->place_lock, flags);
+	return rc;
+}
+
+/* ---- placed SENDs ---- */
+
+/* The window address of byte @off of the peer's RQ ring (inside it). */
+static u64 rq_addr(const struct ntrdma_rqp *rqp, u64 off)
+{
+	return rqp->rq_page[array_index_nospec(off / NTRDMA_EXPORT_PAGE,
+					       (u64)rqp->rq_npages)] +
+	       off % NTRDMA_EXPORT_PAGE;
+}
+
+/* Copy @len bytes at @off of the peer's RQ ring to (@rd) or from @buf. */
+static int rq_io(struct ntrdma_ib *nib, const struct ntrdma_rqp *rqp, u64 off,
+		 void *buf, u32 len, bool rd)
+{
+	u32 n;
+	int rc;
+
+	if (off + len > (u64)rqp->rq_npages * NTRDMA_EXPORT_PAGE)
+		return -EINVAL;
+	for (; len; off += n, buf += n, len -= n) {
+		n = min_t(u32, len, NTRDMA_EXPORT_PAGE - off % NTRDMA_EXPORT_PAGE);
+		rc = rd ? ntrdma_dev_peer_read(nib->ndev, rq_addr(rqp, off),
+					       buf, n) :
+			  ntrdma_dev_peer_write(nib->ndev, rq_addr(rqp, off),
+						buf, n);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static u64 rq_slot(const struct ntrdma_rqp *rqp, u32 idx)
+{
+	return NTRDMA_RING_CTL_SIZE +
+	       (u64)(idx & (rqp->rq_entries - 1)) * NTRDMA_RQ_STRIDE;
+}
+
+static u64 psend_cons(const struct ntrdma_rqp *rqp)
+{
+	return rqp->psend + offsetof(struct ntrdma_wire_psend, rq_cons) +
+	       (rqp->qpn - NTRDMA_PSEND_QPN0) * sizeof(u32);
+}
+
+/*
+ * The peer's next posted receive WQE of @rqp, at *@idx: its user wrote it
+ * (and the producer index), so it is only read here, checked below. -EAGAIN
+ * when none is posted or the indexes do not add up: the checked path then
+ * answers (RNR, or the error).
+ */
+static int rq_take(struct ntrdma_ib *nib, const struct ntrdma_rqp *rqp,
+		   struct ntrdma_recv_wqe *wqe, u32 *idx)
+{
+	u32 prod, cons;
+
+	if (ntrdma_dev_peer_read(nib->ndev, psend_cons(rqp), &cons,
+				 sizeof(cons)) ||
+	    rq_io(nib, rqp, offsetof(struct ntrdma_ring_ctl, prod), &prod,
+		  sizeof(prod), true))
+		return -EAGAIN;
+	if (prod == cons || prod - cons > rqp->rq_entries)
+		return -EAGAIN;
+	if (rq_io(nib, rqp, rq_slot(rqp, cons), wqe,
+		  offsetof(struct ntrdma_recv_wqe, done), true))
+		return -EAGAIN;
+	if (wqe->num_sge > rqp->rq_max_sge)
+		return -EAGAIN;
+	*idx = cons;
+	return 0;
+}
+
+/* The export an SGE of a receive WQE names: of the QP's PD, local write. */
+static const struct ntrdma_rmr *rq_sge_target(struct ntrdma_ib *nib,
+					      const struct ntrdma_rqp *rqp,
+					      const struct ntrdma_sge *sg)
+{
+	const struct ntrdma_rmr *rmr;
+	u64 end, mr_end;
+
+	rmr = xa_load(&nib->rmr_xa, sg->lkey >> 8);
+	if (!rmr || rmr->key != sg->lkey || rmr->filled != rmr->npages ||
+	    rmr->pd != rqp->pd || !(rmr->access & IB_ACCESS_LOCAL_WRITE))
+		return NULL;
+	if (check_add_overflow(sg->addr, (u64)sg->length, &end) ||
+	    check_add_overflow(rmr->iova, rmr->length, &mr_end) ||
+	    sg->addr < rmr->iova || end > mr_end)
+		return NULL;
+	return rmr;
+}
+
+/*
+ * The pieces that write @w's payload into the receive buffers @wqe names:
+ * their count, or -EAGAIN when an SGE does not check out, the payload
+ * does not fit or needs more pieces than one copy takes.
+ */
+static int send_pieces(struct ntrdma_ib *nib, const struct ntrdma_rqp *rqp,
+		       const struct ntrdma_swqe *w,
+		       const struct ntrdma_recv_wqe *wqe,
+		       struct ntrdma_tqp_piece *pc)
+{
+	const struct ntrdma_rmr *rmr = NULL;
+	struct place_cur c = {};
+	u32 j = 0, doff = 0, dmax;
+	int n = 0, got;
+	u64 pos;
+
+	while (c.sent < w->len) {
+		while (j < wqe->num_sge && doff == wqe->sge[j].length) {
+			j++;
+			doff = 0;
+			rmr = NULL;
+		}
+		if (j == wqe->num_sge || n == NTRDMA_TQP_MAX_SGE)
+			return -EAGAIN;
+		if (!rmr)
+			rmr = rq_sge_target(nib, rqp, &wqe->sge[j]);
+		if (!rmr)
+			return -EAGAIN;
+		pos = rmr->first_off + (wqe->sge[j].addr + doff - rmr->iova);
+		dmax = min_t(u32, NTRDMA_EXPORT_PAGE - pos % NTRDMA_EXPORT_PAGE,
+			     wqe->sge[j].length - doff);
+		got = place_src(w, &c, min(dmax, w->len - c.sent),
+				&pc[n].page, &pc[n].off);
+		if (got <= 0)
+			return -EAGAIN;
+		pc[n].dst = rmr_page(rmr, pos) + pos % NTRDMA_EXPORT_PAGE;
+		pc[n].len = got;
+		place_advance(w, &c, got);
+		doff += got;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The receive WQE @idx is complete: its completion into its slot, the
+ * index last, then the consumer index; a kick if its CQ is armed for it.
+ */
+static int send_complete(struct ntrdma_ib *nib, struct ntrdma_qp *qp,
+			 const struct ntrdma_rqp *rqp,
+			 const struct ntrdma_swqe *w, u32 idx)
+{
+	bool sol = w->w.flags & IB_SEND_SOLICITED;
+	struct ntrdma_recv_done d = {
+		.opcode = IB_WC_RECV,
+		.byte_len = w->len,
+		.src_qp = qp->ibqp.qp_num,
+	};
+	u64 slot = rq_slot(rqp, idx) + NTRDMA_RQ_DONE_OFF, kick;
+	u32 next = idx + 1, arm;
+	u8 one = 1;
+	int rc;
+
+	if (w->w.opcode == IB_WR_SEND_WITH_IMM) {
+		d.imm_data = w->w.imm_data;
+		d.wc_flags = NTRDMA_WC_WITH_IMM;
+	}
+	rc = rq_io(nib, rqp, slot, &d, offsetof(typeof(d), seq), false);
+	wmb(); /* the completion before the index that publishes it */
+	rc = rc ?: rq_io(nib, rqp, slot + offsetof(typeof(d), seq), &next,
+			 sizeof(next), false);
+	rc = rc ?: ntrdma_dev_peer_write(nib->ndev, psend_cons(rqp), &next,
+					 sizeof(next));
+	mb(); /* the index before reading the arm word; pairs with the user */
+	rc = rc ?: rq_io(nib, rqp, offsetof(struct ntrdma_ring_ctl, cq_arm),
+			 &arm, sizeof(arm), true);
+	if (rc || !arm || (arm == NTRDMA_CQ_ARM_SOLICITED && !sol))
+		return rc ? -ENOLINK : 0;
+	kick = rqp->psend + rqp->rq_cq +
+	       (sol ? offsetof(struct ntrdma_wire_psend, cq_kick_sol) :
+		      offsetof(struct ntrdma_wire_psend, cq_kick));
+	rc = ntrdma_dev_peer_write(nib->ndev, kick, &one, sizeof(one));
+	wmb(); /* the CQ's flag before the one that says to look */
+	rc = rc ?: ntrdma_dev_peer_write(nib->ndev, rqp->psend, &next,
+					 sizeof(next));
+	if (rc)
+		return -ENOLINK;
+	ntrdma_vx_kick_peer(nib);
+	return 0;
+}
+
+/**
+ * ntrdma_place_send() - place a SEND straight into the peer's receive WQE
+ * @qp: the requester QP (sq_lock held), every earlier WQE done
+ * @w: its SEND or SEND_WITH_IMM WQE, checked locally, nothing sent yet
+ *
+ * Only a payload the CPU copies at once (at most NTRDMA_TQP_PLACE_CPU
+ * bytes, nothing of the TQP on the DMA channel), into a WQE whose every
+ * SGE names an export of the QP's PD with local write.
+ *
+ * Return: 0 when the SEND is complete (the peer's receive completed);
+ * -EAGAIN when it takes the checked path (no receive posted, an SGE that
+ * does not check out: the responder answers); -EINPROGRESS when the pass's
+ * budget is spent; -ENOLINK when the session ended.
+ */
+int ntrdma_place_send(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
+	struct ntrdma_tqp_piece pc[NTRDMA_TQP_MAX_SGE];
+	struct ntrdma_recv_wqe wqe;
+	const struct ntrdma_rqp *rqp;
+	unsigned long flags;
+	int n = 0, placed, rc;
+	u32 idx;
+
+	lockdep_assert_held(&qp->sq_lock);
+	if (!READ_ONCE(ntrdma_direct_placement) || qp->loopback ||
+	    w->len > NTRDMA_TQP_PLACE_CPU || ntrdma_vx_place_busy(nib))
+		return -EAGAIN;
+	if (ntrdma_vx_tx_spent(qp))
+		return -EINPROGRESS;
+	spin_lock_irqsave(&nib->place_lock, flags);
+	rqp = xa_load(&nib->rqp_xa, qp->dest_qp_num);
+	rc = -EAGAIN;
+	if (!rqp || rqp->dest_qpn != qp->ibqp.qp_num || !rqp->rq_entries)
+		goto out;
+	rc = rq_take(nib, rqp, &wqe, &idx);
+	if (!rc && w->len)
+		n = send_pieces(nib, rqp, w, &wqe, pc);
+	if (n < 0)
+		rc = n;
+	if (rc)
+		goto out;
+	placed = n;
+	rc = n ? ntrdma_vx_place(qp, pc, &placed, NULL, 0) : 0;
+	if (rc == -ENOSPC)
+		qp->tx_wait_place = false;	/* the checked path goes instead */
+	/*
+	 * A receive buffer is the responder's until its WQE completes: bytes
+	 * placed into it before the checked path took over are overwritten.
+	 */
+	if (rc || placed != n) {
+		rc = rc == -ENOLINK ? rc : -EAGAIN;
+		goto out;
+	}
+	rc = send_complete(nib, qp, rqp, w, idx);
+out:
 	spin_unlock_irqrestore(&nib->place_lock, flags);
 	return rc;
 }

@@ -188,6 +188,7 @@ int ntrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	unsigned long flags;
 
 	ntrdma_export_qp_destroy(qp);	/* the peer stops placing through it */
+	ntrdma_rq_export_destroy(qp);
 	/* The data path lets go of the QP (and of its MR references)... */
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	if (ntrdma_qp_answers(qp->state))
@@ -310,11 +311,11 @@ static void ntrdma_sq_flush_ring(struct ntrdma_qp *qp)
 }
 
 /*
- * Flush the RQ (QP in ERR). The provider sees the flag and rings the
+ * Flush the RQ (QP in ERR; sq_lock held). The provider sees the flag and rings the
  * POST_SEND doorbell for receives it posts from now on (ntrdma-abi.h).
  * SRQ WQEs are not this QP's to flush.
  */
-static void ntrdma_rq_flush(struct ntrdma_qp *qp)
+void ntrdma_rq_flush(struct ntrdma_qp *qp)
 {
 	unsigned long flags;
 
@@ -324,7 +325,12 @@ static void ntrdma_rq_flush(struct ntrdma_qp *qp)
 	smp_store_release(&ntrdma_ring_ctl(&qp->rq)->arm, NTRDMA_RING_FLUSH);
 	smp_mb(); /* the flag before reading prod; pairs with the provider */
 	spin_lock_irqsave(&qp->rq_lock, flags);
-	ntrdma_ring_flush(qp, &qp->rq, qp->ibqp.recv_cq, IB_WC_RECV);
+	/* the peer may still place: its answer to the withdrawal flushes */
+	if (!ntrdma_rq_flush_later(qp)) {
+		ntrdma_rq_sync(qp);
+		ntrdma_ring_flush(qp, &qp->rq, qp->ibqp.recv_cq, IB_WC_RECV);
+		ntrdma_rq_publish(qp);
+	}
 	spin_unlock_irqrestore(&qp->rq_lock, flags);
 }
 
@@ -467,6 +473,9 @@ static void ntrdma_qp_reset_locked(struct ntrdma_qp *qp)
 	ntrdma_resp_flush(qp, false);
 	ntrdma_ring_reset(&qp->sq);
 	ntrdma_ring_reset(&qp->rq);
+	spin_lock(&qp->rq_lock);
+	ntrdma_rq_reset(qp);
+	spin_unlock(&qp->rq_lock);
 	qp->sq_fetched = 0;
 	qp->sq_send = 0;
 	qp->rsp_head = 0;

@@ -250,6 +250,27 @@ static int req_write(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 }
 
 /*
+ * A SEND placed straight into the responder's receive WQE, which the
+ * requester completed there itself: done, the responder never hears of it.
+ * Only when every earlier WQE is done (the responder took their receives)
+ * and nothing of it went the checked way.
+ */
+static int req_send_placed(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
+{
+	int rc;
+
+	if (w->sent || qp->ibqp.qp_type != IB_QPT_RC || !req_all_done(qp))
+		return -EAGAIN;
+	rc = ntrdma_place_send(qp, w);
+	if (rc)
+		return rc;
+	ntrdma_hw_add(qp, NTRDMA_HW_PLACED_SENDS, 1);
+	w->done = true;
+	req_skip(qp, w);
+	return 0;
+}
+
+/*
  * LOCAL_INV of @key, or READ_WITH_INV's of its sink: the key stops working
  * at once; the WQE completes once no segment through it is copied any more
  * (those on the DMA channel finish first: -EINPROGRESS, the next pass
@@ -378,6 +399,9 @@ static int req_direct(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 		return n ? n : -EAGAIN;
 	case IB_WR_RDMA_READ:
 		return req_pull(qp, w);
+	case IB_WR_SEND:
+	case IB_WR_SEND_WITH_IMM:
+		return req_send_placed(qp, w);
 	default:
 		return -EAGAIN;
 	}

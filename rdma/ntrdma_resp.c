@@ -182,6 +182,8 @@ int ntrdma_resp_take_wqe(struct ntrdma_qp *qp)
 	u64 cap = 0;
 
 	spin_lock(lock);
+	if (!srq)
+		ntrdma_rq_sync(qp);
 	/* acquire: the WQEs before the index that publishes them */
 	prod = smp_load_acquire(&ctl->prod);
 	cons = ring->kpos;
@@ -191,6 +193,8 @@ int ntrdma_resp_take_wqe(struct ntrdma_qp *qp)
 	}
 	memcpy(&wqe, ntrdma_ring_slot(ring, cons), sizeof(wqe));
 	ring->kpos = cons + 1;
+	if (!srq)
+		ntrdma_rq_publish(qp);
 	/* release: done reading the slot before handing it back */
 	smp_store_release(&ctl->cons, cons + 1);
 	if (srq && srq->limit && (u32)(prod - cons - 1) < srq->limit) {

@@ -534,6 +534,12 @@ bool ntrdma_vx_place_busy(struct ntrdma_ib *nib)
 	return ntrdma_tqp_place_busy(nib->vx->tqp);
 }
 
+/* Ring the peer's kick doorbell: receives it completes (placed SENDs). */
+void ntrdma_vx_kick_peer(struct ntrdma_ib *nib)
+{
+	ntrdma_tqp_kick(nib->vx->tqp);
+}
+
 /**
  * ntrdma_vx_place_failed() - a placement of @qp on the channel failed
  * @qp: the QP (sq_lock held)
@@ -585,6 +591,14 @@ static void vx_tqp_tx_space(void *ctx)
 
 static void vx_tqp_peer_state(void *ctx)
 {
+}
+
+/* The peer completed receives into CQs it found armed (placed SENDs). */
+static void vx_tqp_kick(void *ctx)
+{
+	struct ntrdma_vx *vx = ctx;
+
+	ntrdma_rq_kicked(vx->nib);
 }
 
 static void vx_pool_free(struct ntrdma_seg_pool *pool)
@@ -733,6 +747,7 @@ static const struct ntrdma_tqp_ops vx_tqp_ops = {
 	.rx		= vx_tqp_rx,
 	.tx_space	= vx_tqp_tx_space,
 	.peer_state	= vx_tqp_peer_state,
+	.kick		= vx_tqp_kick,
 	.send_done	= vx_tqp_send_done,
 };
 

@@ -256,7 +256,8 @@ struct ntrdma_wire_cm {
  */
 #define NTRDMA_EXPORT_PAGE	4096u
 #define NTRDMA_EXPORT_CHUNK	512u	/* page addresses per command */
-#define NTRDMA_EXPORT_ACCESS	0x0eu	/* IB_ACCESS_REMOTE_{WRITE,READ,ATOMIC} */
+/* IB_ACCESS_LOCAL_WRITE (placed SENDs), IB_ACCESS_REMOTE_{WRITE,READ,ATOMIC} */
+#define NTRDMA_EXPORT_ACCESS	0x0fu
 
 struct ntrdma_wire_mr_export {
 	u32 key;
@@ -287,7 +288,51 @@ struct ntrdma_wire_qp_export {
 	 * written only while the QP is up in the epoch the READ_REQ names.
 	 */
 	u32 epoch;
+	/*
+	 * Placed SENDs: the QP's RQ ring (struct ntrdma_ring_ctl, then
+	 * @rq_entries receive WQEs of NTRDMA_RQ_STRIDE bytes) in @rq_npages
+	 * pages listed at @rq_list, and the exporter's struct
+	 * ntrdma_wire_psend at @psend. @rq_entries 0: the QP takes none.
+	 */
+	u32 rq_entries;
+	u32 rq_max_sge;
+	u32 rq_npages;
+	u32 rq_cq;		/* the receive CQ's id: cq_kick[] index */
+	u64 rq_list;
+	u64 psend;
 };
+
+/*
+ * What the peer writes when it places a SEND (one per device, at the
+ * psend address of every QP export). rq_cons[qpn - NTRDMA_PSEND_QPN0]: the
+ * next receive WQE of that QP, advanced by whichever side consumed one.
+ * cq_kick[id] (and cq_kick_sol[id] for a solicited message), then kick:
+ * CQs armed when the peer completed a receive into them; the kick
+ * doorbell follows.
+ */
+#define NTRDMA_PSEND_QPN0	2u
+#define NTRDMA_PSEND_QPS	4096u
+#define NTRDMA_PSEND_CQS	4097u
+#define NTRDMA_RQ_STRIDE	304u	/* sizeof(struct ntrdma_recv_wqe) */
+#define NTRDMA_RQ_DONE_OFF	272u	/* ...and of its struct ntrdma_recv_done */
+#define NTRDMA_RQ_MAX_ENTRIES	4096u
+#define NTRDMA_RQ_MAX_SGE	16u
+
+struct ntrdma_wire_psend {
+	u32 kick;
+	u32 rsvd[15];
+	u8 cq_kick[NTRDMA_PSEND_CQS];
+	u8 cq_kick_sol[NTRDMA_PSEND_CQS];
+	u8 pad[2];
+	u32 rq_cons[NTRDMA_PSEND_QPS];
+};
+
+/* The pages of an RQ ring of @entries WQEs. */
+static inline u32 ntrdma_rq_npages(u32 entries)
+{
+	return (256u + entries * NTRDMA_RQ_STRIDE + NTRDMA_EXPORT_PAGE - 1) /
+	       NTRDMA_EXPORT_PAGE;
+}
 
 /* The pages an MR of @length bytes starting @first_off into a page spans. */
 static inline u64 ntrdma_export_npages(u64 first_off, u64 length)
@@ -330,6 +375,17 @@ static inline int ntrdma_wire_check_qp_export(const struct ntrdma_wire_qp_export
 	if (q->qpn > 0xffffff || q->dest_qpn > 0xffffff || q->up > 1 ||
 	    q->access & ~NTRDMA_EXPORT_ACCESS)
 		return -1;
+	if (!q->rq_entries)
+		return 0;
+	if (q->rq_entries > NTRDMA_RQ_MAX_ENTRIES ||
+	    (q->rq_entries & (q->rq_entries - 1)) ||
+	    q->rq_max_sge > NTRDMA_RQ_MAX_SGE ||
+	    q->rq_npages != ntrdma_rq_npages(q->rq_entries) ||
+	    !q->rq_cq || q->rq_cq >= NTRDMA_PSEND_CQS ||
+	    q->qpn < NTRDMA_PSEND_QPN0 ||
+	    q->qpn - NTRDMA_PSEND_QPN0 >= NTRDMA_PSEND_QPS ||
+	    q->rq_list % NTRDMA_EXPORT_PAGE || q->psend % NTRDMA_EXPORT_PAGE)
+		return -2;
 	return 0;
 }
 

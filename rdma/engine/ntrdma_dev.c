@@ -148,6 +148,33 @@ int ntrdma_dev_peer_read(struct ntrdma_dev *ndev, u64 addr, void *buf,
 }
 
 /**
+ * ntrdma_dev_peer_write() - write a few bytes into the peer's memory
+ * @ndev: the device
+ * @addr: the peer's DMA address (what the flat window reaches there)
+ * @buf: what to write
+ * @len: bytes
+ *
+ * Any context; by the CPU, in program order with the caller's other
+ * writes through the window.
+ *
+ * Return: 0, -ENOLINK without a session (or once the peer told us it left
+ * it), -EINVAL outside the window.
+ */
+int ntrdma_dev_peer_write(struct ntrdma_dev *ndev, u64 addr, const void *buf,
+			  size_t len)
+{
+	u64 end;
+
+	if (check_add_overflow(addr, (u64)len, &end) ||
+	    end > ntrdma_dev_peer_reach(ndev))
+		return -EINVAL;
+	if (!ntrdma_link_is_up(ndev) || ntrdma_link_peer_gone(ndev))
+		return -ENOLINK;
+	memcpy_toio(ndev->flat + addr, buf, len);
+	return 0;
+}
+
+/**
  * ntrdma_dev_pull() - read pieces of the peer's memory into our pages
  * @ndev: the device
  * @pc: the pieces: @len bytes from the peer's DMA address @dst into @page

@@ -74,6 +74,8 @@ struct device *ntrdma_dev_dma_device(struct ntrdma_dev *ndev);
 bool ntrdma_dev_dma_copies(struct ntrdma_dev *ndev);
 int ntrdma_dev_peer_read(struct ntrdma_dev *ndev, u64 addr, void *buf,
 			 size_t len);
+int ntrdma_dev_peer_write(struct ntrdma_dev *ndev, u64 addr, const void *buf,
+			  size_t len);
 u64 ntrdma_dev_peer_reach(struct ntrdma_dev *ndev);
 struct ntrdma_tqp_piece;
 int ntrdma_dev_pull(struct ntrdma_dev *ndev, const struct ntrdma_tqp_piece *pc,
@@ -147,6 +149,8 @@ int ntrdma_cmd_call_in(struct ntrdma_dev *ndev, u32 session, u16 op,
  *	irq), or the DMA channel completed a copy after a send found it full
  *	(softirq)
  * @peer_state: the peer's end changed (hard irq)
+ * @kick: optional: the peer placed something straight into memory the
+ *	user watches and rang for it (ntrdma_tqp_kick(); hard irq)
  * @send_done: a send's pages may be reused; @status 0, -ENOLINK (the
  *	session ended first: not delivered) or -EIO. Any context but hard irq.
  *	Also for a placement that went on the DMA channel (ntrdma_tqp_place()
@@ -156,6 +160,7 @@ struct ntrdma_tqp_ops {
 	void (*rx)(void *ctx);
 	void (*tx_space)(void *ctx);
 	void (*peer_state)(void *ctx);
+	void (*kick)(void *ctx);
 	void (*send_done)(void *ctx, void *cookie, u32 len, int status);
 };
 
@@ -190,6 +195,7 @@ void ntrdma_tqp_start(struct ntrdma_tqp *tqp);
 void ntrdma_tqp_stop(struct ntrdma_tqp *tqp);
 void ntrdma_tqp_set_state(struct ntrdma_tqp *tqp, u32 state);
 u32 ntrdma_tqp_peer_state(struct ntrdma_tqp *tqp);
+void ntrdma_tqp_kick(struct ntrdma_tqp *tqp);
 int ntrdma_tqp_post_recv(struct ntrdma_tqp *tqp, dma_addr_t addr, u32 len,
 			 u32 *pos);
 u32 ntrdma_tqp_recv_room(struct ntrdma_tqp *tqp);

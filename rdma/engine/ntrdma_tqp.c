@@ -105,12 +105,21 @@ static void tqp_vdb_state(struct ntrdma_dev *ndev, void *ctx)
 	tqp->ops->peer_state(tqp->ctx);
 }
 
+static void tqp_vdb_kick(struct ntrdma_dev *ndev, void *ctx)
+{
+	struct ntrdma_tqp *tqp = ctx;
+
+	if (tqp->ops->kick)
+		tqp->ops->kick(tqp->ctx);
+}
+
 static void tqp_tail_work(struct work_struct *work);
 
 static const ntrdma_vdb_fn tqp_vdb_fns[NTRDMA_TQP_VDBS] = {
 	[NTRDMA_TQP_VDB_RX] = tqp_vdb_rx,
 	[NTRDMA_TQP_VDB_TXWAKE] = tqp_vdb_txwake,
 	[NTRDMA_TQP_VDB_STATE] = tqp_vdb_state,
+	[NTRDMA_TQP_VDB_KICK] = tqp_vdb_kick,
 };
 
 static const ntrdma_vdb_watch_fn tqp_vdb_watch[NTRDMA_TQP_VDBS] = {
@@ -459,6 +468,21 @@ void ntrdma_tqp_set_state(struct ntrdma_tqp *tqp, u32 state)
 		return;
 	iowrite32(state, &pt->peer_state);
 	ntrdma_vdb_ring(tqp->ndev, NTRDMA_VDB_TQP(tqp->id, NTRDMA_TQP_VDB_STATE));
+}
+
+/**
+ * ntrdma_tqp_kick() - ring the peer's kick doorbell of @tqp
+ * @tqp: the TQP
+ *
+ * For what was written straight into the peer's memory (a placement) that
+ * its user watches: its kick callback runs. Nothing happens without a
+ * session. Any context.
+ */
+void ntrdma_tqp_kick(struct ntrdma_tqp *tqp)
+{
+	if (READ_ONCE(tqp->active) && tqp_peer(tqp))
+		ntrdma_vdb_ring(tqp->ndev,
+				NTRDMA_VDB_TQP(tqp->id, NTRDMA_TQP_VDB_KICK));
 }
 
 /**

@@ -53,12 +53,13 @@ enum ntrdma_tqp_id {
 	NTRDMA_TQP_COUNT
 };
 
-/* Virtual doorbell numbers: the command channel, then three per TQP. */
+/* Virtual doorbell numbers: the command channel, then four per TQP. */
 #define NTRDMA_VDB_CMD		0	/* requests or responses arrived */
 enum ntrdma_tqp_vdb {
 	NTRDMA_TQP_VDB_RX,	/* new completions in our receive ring */
 	NTRDMA_TQP_VDB_TXWAKE,	/* the peer posted receive buffers */
 	NTRDMA_TQP_VDB_STATE,	/* the peer opened or closed its end */
+	NTRDMA_TQP_VDB_KICK,	/* the peer wrote what the TQP's user watches */
 	NTRDMA_TQP_VDBS
 };
 

@@ -35,8 +35,13 @@ TEST(VerbsAbi, EntrySizes) {
     EXPECT_EQ(sizeof(ntrdma_send_wqe), 320u);
     EXPECT_EQ(offsetof(ntrdma_send_wqe, sge), 64u);
     EXPECT_EQ(offsetof(ntrdma_send_wqe, inline_data), 64u);
-    EXPECT_EQ(sizeof(ntrdma_recv_wqe), 272u);
+    EXPECT_EQ(sizeof(ntrdma_recv_wqe), 304u);
     EXPECT_EQ(offsetof(ntrdma_recv_wqe, sge), 16u);
+    // What the peer writes when it places a SEND (ntrdma_verbs_wire.h).
+    EXPECT_EQ(offsetof(ntrdma_recv_wqe, done), 272u);
+    EXPECT_EQ(sizeof(ntrdma_recv_done), 32u);
+    EXPECT_EQ(offsetof(ntrdma_recv_done, seq), 28u);
+    EXPECT_EQ(offsetof(ntrdma_ring_ctl, cq_arm), 192u);
 }
 
 TEST(VerbsAbi, Responses) {

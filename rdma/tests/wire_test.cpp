@@ -435,12 +435,68 @@ TEST(MrExport, PageAddressesMustBeAlignedAndInTheWindow) {
 }
 
 TEST(QpExport, NumbersAre24BitsAndUpIsABool) {
-    ntrdma_wire_qp_export q{2, 1, 0x2, 3, 1, 0};
+    ntrdma_wire_qp_export q{};
+    q.qpn = 2;
+    q.pd = 1;
+    q.access = 0x2;
+    q.dest_qpn = 3;
+    q.up = 1;
     EXPECT_EQ(ntrdma_wire_check_qp_export(&q), 0);
     q.dest_qpn = 1u << 24;
     EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
     q.dest_qpn = 3;
     q.up = 2;
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
+}
+
+// The RQ of a QP that takes placed SENDs: a ring we can index safely.
+static ntrdma_wire_qp_export rq_export() {
+    ntrdma_wire_qp_export q{};
+    q.qpn = 2;
+    q.up = 1;
+    q.rq_entries = 64;
+    q.rq_max_sge = 16;
+    q.rq_npages = ntrdma_rq_npages(64);
+    q.rq_cq = 1;
+    q.rq_list = 0x1000;
+    q.psend = 0x2000;
+    return q;
+}
+
+TEST(QpExport, AnRqMustBeAConsistentRing) {
+    ntrdma_wire_qp_export q = rq_export();
+    EXPECT_EQ(ntrdma_wire_check_qp_export(&q), 0);
+    EXPECT_EQ(ntrdma_rq_npages(4096), 305u);
+    q.rq_entries = 48;  // not a power of two
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
+    q = rq_export();
+    q.rq_entries = 8192;
+    q.rq_npages = ntrdma_rq_npages(8192);
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
+    q = rq_export();
+    q.rq_npages++;  // pages that do not match the entries
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
+    q = rq_export();
+    q.rq_max_sge = 17;
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
+}
+
+TEST(QpExport, AnRqNamesACqAndAQpThePsendAreaHas) {
+    ntrdma_wire_qp_export q = rq_export();
+    q.rq_cq = 0;
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
+    q.rq_cq = NTRDMA_PSEND_CQS;
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
+    q = rq_export();
+    q.qpn = NTRDMA_PSEND_QPN0 + NTRDMA_PSEND_QPS;
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
+    q.qpn = 1;
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
+    q = rq_export();
+    q.psend = 0x2008;  // not page aligned
+    EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
+    q = rq_export();
+    q.rq_list = 0x1004;
     EXPECT_NE(ntrdma_wire_check_qp_export(&q), 0);
 }
 
