@@ -374,6 +374,7 @@ struct ntrdma_qp {
 	struct ntrdma_rq_export *rq_exp;	/* under the QP's mutex */
 	bool rq_word;
 	bool rq_shared;
+	u32 rq_session;			/* the last exported in */
 	u32 rq_unshare_epoch;
 	struct ib_qp_cap cap;
 	enum ib_sig_type sq_sig_type;

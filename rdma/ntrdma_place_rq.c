@@ -26,6 +26,8 @@
  * left the session (a later one came up), or the device goes with the peer
  * quiet; until then they outlive the QP (exp->rq_held).
  *
+ * Locks: a QP's sq_lock, then its rq_lock, then rq_held_lock.
+ *
  * Kicks: the peer completes a receive and finds the CQ armed (the
  * provider's copy, cq_arm in the RQ's control block): it sets cq_kick[]
  * and rings. A work item then calls the handlers of those CQs still armed.
@@ -184,6 +186,7 @@ void ntrdma_rq_export_fill(struct ntrdma_qp *qp, struct ntrdma_wire_qp_export *q
 	qp->rq_shared = true;
 	qp->rq_unshare_epoch = 0;
 	qp->rq_exp->session = session;
+	qp->rq_session = session;
 	spin_unlock_irqrestore(&qp->rq_lock, flags);
 }
 
@@ -259,7 +262,7 @@ bool ntrdma_rq_flush_later(struct ntrdma_qp *qp)
 
 	lockdep_assert_held(&qp->rq_lock);
 	return qp->rq_shared &&
-	       qp->rq_exp->session == ntrdma_link_session(nib->ndev);
+	       qp->rq_session == ntrdma_link_session(nib->ndev);
 }
 
 /* The peer answered the withdrawal of @epoch: @qp's RQ is ours again. */
@@ -294,6 +297,12 @@ void ntrdma_rq_withdrawn(struct ntrdma_ib *nib, u32 qpn, u32 epoch)
 	struct ntrdma_qp *qp;
 	LIST_HEAD(done);
 
+	mutex_lock(&nib->qp_lock);	/* destroy erases it under this */
+	qp = xa_load(&nib->qp_xa, qpn);
+	if (qp)
+		rq_unshare(qp, epoch);
+	mutex_unlock(&nib->qp_lock);
+	/* after: a destroy that saw the RQ shared has held its ring by now */
 	spin_lock_irq(&nib->rq_held_lock);
 	list_for_each_entry_safe(x, tmp, &nib->rq_held, link)
 		if (x->qpn == qpn && x->epoch == epoch)
@@ -301,11 +310,6 @@ void ntrdma_rq_withdrawn(struct ntrdma_ib *nib, u32 qpn, u32 epoch)
 	spin_unlock_irq(&nib->rq_held_lock);
 	list_for_each_entry_safe(x, tmp, &done, link)
 		rq_export_free(nib, x);
-	mutex_lock(&nib->qp_lock);	/* destroy erases it under this */
-	qp = xa_load(&nib->qp_xa, qpn);
-	if (qp)
-		rq_unshare(qp, epoch);
-	mutex_unlock(&nib->qp_lock);
 }
 
 /**
@@ -316,19 +320,27 @@ void ntrdma_rq_export_destroy(struct ntrdma_qp *qp)
 {
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
 	struct ntrdma_rq_export *x = qp->rq_exp;
+	bool shared;
 
 	if (!x)
 		return;
 	qp->rq_exp = NULL;
-	if (!x->session || !qp->rq_shared) {
-		rq_export_free(nib, x);
-		return;
+	/*
+	 * Under rq_lock, as rq_unshare(): either the answer came first and
+	 * the ring goes now, or it is held before the answer's walk.
+	 */
+	spin_lock_irq(&qp->rq_lock);
+	shared = x->session && qp->rq_shared;
+	if (shared) {
+		x->qpn = qp->ibqp.qp_num;
+		x->epoch = qp->rq_unshare_epoch;
+		spin_lock(&nib->rq_held_lock);
+		list_add_tail(&x->link, &nib->rq_held);
+		spin_unlock(&nib->rq_held_lock);
 	}
-	x->qpn = qp->ibqp.qp_num;
-	x->epoch = qp->rq_unshare_epoch;
-	spin_lock_irq(&nib->rq_held_lock);
-	list_add_tail(&x->link, &nib->rq_held);
-	spin_unlock_irq(&nib->rq_held_lock);
+	spin_unlock_irq(&qp->rq_lock);
+	if (!shared)
+		rq_export_free(nib, x);
 }
 
 /**

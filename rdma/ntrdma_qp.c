@@ -713,7 +713,10 @@ void ntrdma_qp_cm_disconnected(struct ntrdma_qp *qp)
 	mutex_unlock(&qp->lock);
 }
 
-/* Link down: connected QPs to ERR, flushed, with IB_EVENT_QP_FATAL. */
+/*
+ * Link down: connected QPs to ERR, flushed, with IB_EVENT_QP_FATAL; a QP
+ * in ERR already flushes what waited for the peer (ntrdma_rq_flush()).
+ */
 void ntrdma_qps_link_down(struct ntrdma_ib *nib)
 {
 	struct ntrdma_qp *qp;
@@ -728,11 +731,12 @@ void ntrdma_qps_link_down(struct ntrdma_ib *nib)
 		fatal = ntrdma_qp_connected(qp) && !qp->loopback &&
 			(qp->state == IB_QPS_RTR || qp->state == IB_QPS_RTS ||
 			 qp->state == IB_QPS_SQD || qp->state == IB_QPS_SQE);
-		if (fatal) {
-			spin_lock_irq(&qp->sq_lock);
+		spin_lock_irq(&qp->sq_lock);
+		if (fatal)
 			ntrdma_qp_error_ev(qp, false, 0);
-			spin_unlock_irq(&qp->sq_lock);
-		}
+		else if (qp->state == IB_QPS_ERR)
+			ntrdma_rq_flush(qp);	/* one the peer's answer owed */
+		spin_unlock_irq(&qp->sq_lock);
 		mutex_unlock(&qp->lock);
 		if (fatal && qp->ibqp.event_handler) {
 			ev.device = qp->ibqp.device;

@@ -202,6 +202,196 @@ TEST_F(Placement, WriteThenSendOrderedByContent) {
     WriteThenSendRounds(c, src, dst, msg, rcv, 300);
 }
 
+// ---- placed SENDs (rdma/ntrdma_place_rq.c) ----
+
+// SEND @sge (@wr_id) on @c into a receive of @rcv posted first; both
+// completions here. The responder's status, SUCCESS or what failed.
+ibv_wc SendOnce(const Conn& c, ibv_sge sge, std::vector<ibv_sge> rcv, uint64_t wr_id,
+                ibv_cq* rcq, ibv_cq* scq) {
+    ibv_wc r{};
+    r.status = IBV_WC_GENERAL_ERR;
+    if (PostRecv(c.b, wr_id, std::move(rcv)) || Post(c.a, SendWr(wr_id, sge))) {
+        return r;
+    }
+    std::vector<ibv_wc> rw = PollCq(rcq, 1);
+    std::vector<ibv_wc> sw = PollCq(scq, 1);
+    if (rw.size() != 1 || sw.size() != 1 || sw[0].status != IBV_WC_SUCCESS) {
+        return r;
+    }
+    return rw[0];
+}
+
+class PlacedSend : public Placement {
+  protected:
+    ibv_wc Send(const Conn& c, ibv_sge sge, std::vector<ibv_sge> rcv, uint64_t wr_id = 1) {
+        return SendOnce(c, sge, std::move(rcv), wr_id, b_.rcq, a_.scq);
+    }
+
+    // QP exports travel apart from the data: SEND until one is placed
+    // (at most 5 s). True when it was.
+    bool WaitPlaced(const Conn& c, Buf* msg, Buf* rcv) {
+        const auto deadline = Clock::now() + milliseconds(5000);
+        std::this_thread::sleep_for(milliseconds(50));
+        const long long before = HwCounter(a_.name, "placed_sends");
+        while (Clock::now() < deadline) {
+            ibv_wc r = Send(c, msg->sge(0, 8), {rcv->sge(0, 8)});
+            if (r.status != IBV_WC_SUCCESS) {
+                ADD_FAILURE() << "a SEND failed: " << WcStr(r);
+                return false;
+            }
+            std::this_thread::sleep_for(milliseconds(50));
+            if (HwCounter(a_.name, "placed_sends") > before) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    // A connection whose SENDs are placed (fatal failure otherwise).
+    void ConnectPlaced(Conn* c, Buf** msg, size_t msg_len, Buf** rcv, size_t rcv_len,
+                       const ConnSpec& cs = {}) {
+        *c = Connect(cs);
+        *msg = Reg(a_, msg_len, kLocal);
+        *rcv = Reg(b_, rcv_len, kLocal);
+        ASSERT_FALSE(HasFailure());
+        ASSERT_TRUE(WaitPlaced(*c, *msg, *rcv)) << "no SEND was placed in 5 s";
+    }
+};
+
+// The responder does nothing for a SEND into its RQ: no segment arrives,
+// and every byte and the length are in its completion.
+TEST_F(PlacedSend, SendLandsWithoutTargetWork) {
+    const size_t len = 4096;
+    Conn c;
+    Buf *msg, *rcv;
+    ASSERT_NO_FATAL_FAILURE(ConnectPlaced(&c, &msg, len, &rcv, len));
+    std::this_thread::sleep_for(milliseconds(50));
+    const long long rx0 = HwCounter(b_.name, "rx_segments");
+    const long long placed0 = HwCounter(a_.name, "placed_sends");
+    for (int i = 0; i < 100; i++) {
+        const size_t n = 1 + (i * 41) % len;
+        Fill(msg->p(), len, 500 + i);
+        ibv_wc r = Send(c, msg->sge(0, n), {rcv->sge(0, len)}, 10 + i);
+        ASSERT_EQ(r.status, IBV_WC_SUCCESS) << WcStr(r);
+        ASSERT_EQ(r.wr_id, 10u + i);
+        ASSERT_EQ(r.opcode, IBV_WC_RECV);
+        ASSERT_EQ(r.byte_len, n);
+        ASSERT_EQ(r.qp_num, c.b->qp_num);
+        ASSERT_EQ(FirstDiff(msg->p(), rcv->p(), n), -1) << "round " << i;
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_EQ(HwCounter(a_.name, "placed_sends") - placed0, 100);
+    EXPECT_EQ(HwCounter(b_.name, "rx_segments"), rx0) << "the responder received segments";
+}
+
+// SEND_WITH_IMM: the immediate and its flag; a receive scattered over
+// three SGEs of two MRs gets the bytes in order.
+TEST_F(PlacedSend, ImmediateAndScatter) {
+    Conn c;
+    Buf *msg, *rcv;
+    ConnSpec cs;
+    cs.sge = 3;
+    ASSERT_NO_FATAL_FAILURE(ConnectPlaced(&c, &msg, 8192, &rcv, 8192, cs));
+    Buf* rcv2 = Reg(b_, 4096, kLocal);
+    ASSERT_FALSE(HasFailure());
+    Fill(msg->p(), 8192, 77);
+    ASSERT_EQ(PostRecv(c.b, 3, {rcv->sge(100, 1000), rcv2->sge(7, 3000), rcv->sge(5000, 3000)}),
+              0);
+    Wr w = SendWr(4, msg->sge(0, 6000));
+    w.op = IBV_WR_SEND_WITH_IMM;
+    w.imm = htonl(0x12345678);
+    const long long placed0 = HwCounter(a_.name, "placed_sends");
+    ASSERT_EQ(Post(c.a, w), 0);
+    std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
+    ASSERT_EQ(r.size(), 1u);
+    ASSERT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
+    EXPECT_EQ(r[0].byte_len, 6000u);
+    EXPECT_TRUE(r[0].wc_flags & IBV_WC_WITH_IMM);
+    EXPECT_EQ(r[0].imm_data, htonl(0x12345678));
+    ASSERT_EQ(PollCq(a_.scq, 1).size(), 1u);
+    EXPECT_EQ(FirstDiff(msg->p(), rcv->p(100), 1000), -1);
+    EXPECT_EQ(FirstDiff(msg->p(1000), rcv2->p(7), 3000), -1);
+    EXPECT_EQ(FirstDiff(msg->p(4000), rcv->p(5000), 2000), -1);
+    EXPECT_EQ(rcv->p(7000)[0], 0) << "a byte past the message";
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_EQ(HwCounter(a_.name, "placed_sends") - placed0, 1);
+}
+
+// No receive posted: the SEND waits (RNR) and lands in the receive posted
+// later; the ones after it are placed again.
+TEST_F(PlacedSend, NoReceiveWaitsForOne) {
+    Conn c;
+    Buf *msg, *rcv;
+    ASSERT_NO_FATAL_FAILURE(ConnectPlaced(&c, &msg, 64, &rcv, 64));
+    Fill(msg->p(), 64, 5);
+    ASSERT_EQ(Post(c.a, SendWr(7, msg->sge(0, 64))), 0);
+    std::this_thread::sleep_for(milliseconds(200));
+    EXPECT_EQ(PollCq(b_.rcq, 1, 0).size(), 0u) << "a completion without a receive";
+    ASSERT_EQ(PostRecv(c.b, 8, {rcv->sge(0, 64)}), 0);
+    std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
+    EXPECT_EQ(r[0].wr_id, 8u);
+    std::vector<ibv_wc> s = PollCq(a_.scq, 1);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].status, IBV_WC_SUCCESS) << WcStr(s[0]);
+    EXPECT_EQ(FirstDiff(msg->p(), rcv->p(), 64), -1);
+    ASSERT_TRUE(WaitPlaced(c, msg, rcv)) << "SENDs are no longer placed after the RNR";
+}
+
+// A receive its user scribbled (a key of no MR) fails that QP alone, with
+// the IB errors on both ends; another connection's SENDs are still placed.
+TEST_F(PlacedSend, ScribbledReceiveFailsOnlyItsQp) {
+    Conn c, d;
+    Buf *msg, *rcv;
+    ASSERT_NO_FATAL_FAILURE(ConnectPlaced(&c, &msg, 64, &rcv, 64));
+    d = Connect();
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitPlaced(d, msg, rcv));
+    ibv_sge bad = rcv->sge(0, 64);
+    bad.lkey ^= 0x5a00;
+    ASSERT_EQ(PostRecv(c.b, 9, {bad}), 0);
+    ASSERT_EQ(Post(c.a, SendWr(9, msg->sge(0, 64))), 0);
+    std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_TRUE(StatusMatches(b_.ctx, r[0].status, IBV_WC_LOC_PROT_ERR)) << WcStr(r[0]);
+    std::vector<ibv_wc> s = PollCq(a_.scq, 1);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_NE(s[0].status, IBV_WC_SUCCESS);
+    const long long placed0 = HwCounter(a_.name, "placed_sends");
+    for (int i = 0; i < 20; i++) {
+        ibv_wc ok = Send(d, msg->sge(0, 64), {rcv->sge(0, 64)}, 100 + i);
+        ASSERT_EQ(ok.status, IBV_WC_SUCCESS) << WcStr(ok);
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_EQ(HwCounter(a_.name, "placed_sends") - placed0, 20);
+}
+
+// A QP moved to ERR flushes the receives the peer did not complete, each
+// once, after those it did.
+TEST_F(PlacedSend, ErrFlushesTheRestOnce) {
+    Conn c;
+    Buf *msg, *rcv;
+    ASSERT_NO_FATAL_FAILURE(ConnectPlaced(&c, &msg, 64, &rcv, 64));
+    for (int i = 0; i < 8; i++) {
+        ASSERT_EQ(PostRecv(c.b, 50 + i, {rcv->sge(0, 64)}), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(Post(c.a, SendWr(60 + i, msg->sge(0, 64))), 0);
+    }
+    ASSERT_EQ(PollCq(a_.scq, 3).size(), 3u);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(c.b, &a, IBV_QP_STATE), 0);
+    std::vector<ibv_wc> r = PollCq(b_.rcq, 8);
+    ASSERT_EQ(r.size(), 8u);
+    for (int i = 0; i < 8; i++) {
+        EXPECT_EQ(r[i].wr_id, 50u + i);
+        EXPECT_EQ(r[i].status, i < 3 ? IBV_WC_SUCCESS : IBV_WC_WR_FLUSH_ERR) << WcStr(r[i]);
+    }
+    EXPECT_EQ(PollCq(b_.rcq, 1, 300).size(), 0u) << "a receive completed twice";
+}
+
 // After dereg returns, no byte of a WRITE lands in the pages: writes in
 // flight at the time finish before, later ones fail (REM_ACCESS_ERR).
 TEST_F(Placement, NothingLandsAfterDeregUnderWriteStream) {
