@@ -206,8 +206,8 @@ TEST_F(Placement, WriteThenSendOrderedByContent) {
 
 // SEND @sge (@wr_id) on @c into a receive of @rcv posted first; both
 // completions here. The responder's status, SUCCESS or what failed.
-ibv_wc SendOnce(const Conn& c, ibv_sge sge, std::vector<ibv_sge> rcv, uint64_t wr_id,
-                ibv_cq* rcq, ibv_cq* scq) {
+ibv_wc SendOnce(const Conn& c, ibv_sge sge, std::vector<ibv_sge> rcv, uint64_t wr_id, ibv_cq* rcq,
+                ibv_cq* scq) {
     ibv_wc r{};
     r.status = IBV_WC_GENERAL_ERR;
     if (PostRecv(c.b, wr_id, std::move(rcv)) || Post(c.a, SendWr(wr_id, sge))) {
@@ -295,8 +295,7 @@ TEST_F(PlacedSend, ImmediateAndScatter) {
     Buf* rcv2 = Reg(b_, 4096, kLocal);
     ASSERT_FALSE(HasFailure());
     Fill(msg->p(), 8192, 77);
-    ASSERT_EQ(PostRecv(c.b, 3, {rcv->sge(100, 1000), rcv2->sge(7, 3000), rcv->sge(5000, 3000)}),
-              0);
+    ASSERT_EQ(PostRecv(c.b, 3, {rcv->sge(100, 1000), rcv2->sge(7, 3000), rcv->sge(5000, 3000)}), 0);
     Wr w = SendWr(4, msg->sge(0, 6000));
     w.op = IBV_WR_SEND_WITH_IMM;
     w.imm = htonl(0x12345678);
