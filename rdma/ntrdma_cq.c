@@ -44,9 +44,9 @@ static int ntrdma_cq_create(struct ib_cq *ibcq,
 	rc = ntrdma_ring_alloc(&cq->ring, entries, sizeof(struct ntrdma_cqe));
 	if (rc)
 		return rc;
-	rc = xa_alloc_cyclic(&nib->cq_xa, &cq->id, cq,
-			     XA_LIMIT(1, NTRDMA_MAX_CQ), &nib->cq_next,
-			     GFP_KERNEL);
+	rc = xa_alloc_cyclic_irq(&nib->cq_xa, &cq->id, cq,
+				 XA_LIMIT(1, NTRDMA_MAX_CQ), &nib->cq_next,
+				 GFP_KERNEL);
 	if (rc < 0) {
 		rc = rc == -EBUSY ? -ENOMEM : rc;
 		goto err_ring;
@@ -66,7 +66,7 @@ static int ntrdma_cq_create(struct ib_cq *ibcq,
 	return 0;
 
 err_xa:
-	xa_erase(&nib->cq_xa, cq->id);
+	xa_erase_irq(&nib->cq_xa, cq->id);
 err_ring:
 	ntrdma_ring_free(&cq->ring);
 	return rc;
@@ -95,7 +95,7 @@ int ntrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	struct ntrdma_cq *cq = to_ncq(ibcq);
 
-	xa_erase(&to_nib(ibcq->device)->cq_xa, cq->id);
+	xa_erase_irq(&to_nib(ibcq->device)->cq_xa, cq->id);
 	ntrdma_ring_free(&cq->ring);
 	return 0;
 }

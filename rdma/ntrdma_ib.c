@@ -366,7 +366,8 @@ static struct ntrdma_ib *ntrdma_nib_alloc(struct ntrdma_dev *ndev)
 	nib->ndev = ndev;
 	xa_init_flags(&nib->qp_xa, XA_FLAGS_ALLOC);
 	mutex_init(&nib->qp_lock);
-	xa_init_flags(&nib->cq_xa, XA_FLAGS_ALLOC);
+	/* irq-safe: placed SENDs' kicks look CQs up in hard irq */
+	xa_init_flags(&nib->cq_xa, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_IRQ);
 	atomic_set(&nib->num_pd, 0);
 	ida_init(&nib->pd_ida);
 	atomic_set(&nib->num_srq, 0);

@@ -132,7 +132,6 @@ struct ntrdma_ib {
 	dma_addr_t psend_dma;
 	spinlock_t rq_held_lock;	/* rq_held */
 	struct list_head rq_held;	/* rings of destroyed QPs */
-	struct work_struct kick_work;
 	atomic_t num_srq;
 
 	/* connection manager (ntrdma_iwcm.c) */

@@ -30,7 +30,8 @@
  *
  * Kicks: the peer completes a receive and finds the CQ armed (the
  * provider's copy, cq_arm in the RQ's control block): it sets cq_kick[]
- * and rings. A work item then calls the handlers of those CQs still armed.
+ * and rings. The doorbell's interrupt calls the handlers of those CQs still
+ * armed.
  */
 
 #include <linux/dma-mapping.h>
@@ -364,40 +365,36 @@ void ntrdma_rq_session_up(struct ntrdma_ib *nib, u32 session)
 		rq_export_free(nib, x);
 }
 
-/* The CQs the peer kicked: those still armed call their handlers. */
-static void rq_kick_work(struct work_struct *work)
+/**
+ * ntrdma_rq_kicked() - the peer rang the kick doorbell
+ * @nib: the verbs device
+ *
+ * Hard irq. The CQs the peer flagged that are still armed call their
+ * handlers (a user's: the uverbs event queue, irq-safe; kernel QPs take
+ * no placed SENDs). cq_xa's lock is irq-safe: destroy_cq erases under it.
+ */
+void ntrdma_rq_kicked(struct ntrdma_ib *nib)
 {
-	struct ntrdma_ib *nib = container_of(work, struct ntrdma_ib,
-					     kick_work);
 	struct ntrdma_wire_psend *ps = nib->psend;
 	struct ntrdma_cq *cq;
+	unsigned long flags;
 	bool any, sol;
 	u32 id;
 
-	if (!xchg(&ps->kick, 0))
+	if (!ps || !xchg(&ps->kick, 0))
 		return;
+	xa_lock_irqsave(&nib->cq_xa, flags);
 	for (id = 1; id < NTRDMA_PSEND_CQS; id++) {
 		any = READ_ONCE(ps->cq_kick[id]) && xchg(&ps->cq_kick[id], 0);
 		sol = READ_ONCE(ps->cq_kick_sol[id]) &&
 		      xchg(&ps->cq_kick_sol[id], 0);
 		if (!any && !sol)
 			continue;
-		xa_lock(&nib->cq_xa);	/* destroy_cq erases under it */
 		cq = xa_load(&nib->cq_xa, id);
 		if (cq)
 			ntrdma_cq_event(cq, true, sol);
-		xa_unlock(&nib->cq_xa);
 	}
-}
-
-/**
- * ntrdma_rq_kicked() - the peer rang the kick doorbell (hard irq)
- * @nib: the verbs device
- */
-void ntrdma_rq_kicked(struct ntrdma_ib *nib)
-{
-	if (nib->psend)
-		queue_work(system_highpri_wq, &nib->kick_work);
+	xa_unlock_irqrestore(&nib->cq_xa, flags);
 }
 
 /**
@@ -414,7 +411,6 @@ void ntrdma_rq_export_init(struct ntrdma_ib *nib)
 
 	INIT_LIST_HEAD(&nib->rq_held);
 	spin_lock_init(&nib->rq_held_lock);
-	INIT_WORK(&nib->kick_work, rq_kick_work);
 	if (!ntrdma_direct_placement || dma_addressing_limited(dev))
 		return;
 	/* Our RAM, which the peer's window reaches (not a coherent pool). */
@@ -440,7 +436,6 @@ void ntrdma_rq_export_fini(struct ntrdma_ib *nib, bool peer_quiet)
 {
 	struct ntrdma_rq_export *x, *tmp;
 
-	cancel_work_sync(&nib->kick_work);
 	if (!peer_quiet) {
 		if (nib->psend)
 			ibdev_warn(&nib->ibdev, "the peer may still place SENDs: their rings stay allocated\n");

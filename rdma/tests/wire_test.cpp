@@ -416,7 +416,9 @@ TEST(MrExport, RejectsInconsistentOrHostileChunks) {
     e.iova = ~0ull - 100;  // the range wraps
     EXPECT_NE(ntrdma_wire_check_mr_export(&e, 1000), 0);
     e = Export(0, 8192);
-    e.access = 0x1;  // local write is not the peer's business
+    e.access = 0x1;  // local write: placed SENDs land in such MRs
+    EXPECT_EQ(ntrdma_wire_check_mr_export(&e, 1000), 0);
+    e.access = 0x10;  // memory-window binding is not the peer's business
     EXPECT_NE(ntrdma_wire_check_mr_export(&e, 1000), 0);
     e = Export(0, 8192);
     e.key = 0;
