@@ -220,8 +220,12 @@ static bool cq_ring_take(struct ntr_cq *cq, struct ntrdma_cqe *e)
 	return true;
 }
 
-/* The completion in @qp's next RQ slot, if it is there, into @e. */
-static bool rq_slot_take(struct ntr_qp *qp, struct ntrdma_cqe *e)
+/*
+ * The completion in @qp's next RQ slot, if it is there, into @e; not an
+ * error while @errors_wait (see ntr_cq_take()).
+ */
+static bool rq_slot_take(struct ntr_qp *qp, struct ntrdma_cqe *e,
+			 bool errors_wait)
 {
 	uint32_t idx = qp->rq_done;
 	const struct ntrdma_recv_wqe *w;
@@ -230,6 +234,8 @@ static bool rq_slot_take(struct ntr_qp *qp, struct ntrdma_cqe *e)
 		return false;
 	w = ring_slot(&qp->rq, idx);
 	if (__atomic_load_n(&w->done.seq, __ATOMIC_ACQUIRE) != idx + 1)
+		return false;
+	if (errors_wait && w->done.status != IBV_WC_SUCCESS)
 		return false;
 	e->wr_id = w->wr_id;
 	e->status = w->done.status;
@@ -246,7 +252,8 @@ static bool rq_slot_take(struct ntr_qp *qp, struct ntrdma_cqe *e)
 }
 
 /* The next completion in the RQ slots of @cq's QPs, round robin. */
-static bool cq_rq_take(struct ntr_cq *cq, struct ntrdma_cqe *e)
+static bool cq_rq_take(struct ntr_cq *cq, struct ntrdma_cqe *e,
+		       bool errors_wait)
 {
 	struct ntr_qp *qp = cq->rq_next;
 
@@ -254,7 +261,7 @@ static bool cq_rq_take(struct ntr_cq *cq, struct ntrdma_cqe *e)
 		return false;
 	do {
 		qp = qp->rq_nxt;
-		if (rq_slot_take(qp, e)) {
+		if (rq_slot_take(qp, e, errors_wait)) {
 			cq->rq_next = qp;
 			return true;
 		}
@@ -267,16 +274,21 @@ static bool cq_rq_take(struct ntr_cq *cq, struct ntrdma_cqe *e)
  * @cq: the CQ (its lock held)
  * @e: where to
  *
- * The CQ's ring and its QPs' RQ slots take turns.
+ * The CQ's ring and its QPs' RQ slots take turns, but an RQ slot's error
+ * or flush waits while the ring holds entries: a QP's send error comes
+ * before the receive flushes it causes, as the kernel wrote them.
  *
  * Return: true when there was one.
  */
 bool ntr_cq_take(struct ntr_cq *cq, struct ntrdma_cqe *e)
 {
+	struct ntrdma_ring_ctl *ctl = ring_ctl(&cq->ring);
+	bool ring = __atomic_load_n(&ctl->prod, __ATOMIC_ACQUIRE) != ctl->cons;
+
 	cq->rq_turn = !cq->rq_turn;
 	if (cq->rq_turn)
-		return cq_rq_take(cq, e) || cq_ring_take(cq, e);
-	return cq_ring_take(cq, e) || cq_rq_take(cq, e);
+		return cq_rq_take(cq, e, ring) || cq_ring_take(cq, e);
+	return cq_ring_take(cq, e) || cq_rq_take(cq, e, false);
 }
 
 /* The QPs' copies of an arm word the kernel took: the peer stops kicking. */
