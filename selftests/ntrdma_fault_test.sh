@@ -55,16 +55,17 @@ load() {
 	install_provider
 }
 
-pingpong_ok() { # a verbs exchange between fresh QPs (the peer serves)
+pingpong_ok() { # [SIZE]: a verbs exchange between fresh QPs (the peer serves)
+	local sz=${1:-4096}
 	if is_pair; then
 		wait_for 15 ping -c1 -W1 "$SERVER_IP" >/dev/null 2>&1 ||
 			ktap_diag "no ping reply from $SERVER_IP over ntr0"
 	fi
 	wait_for 10 port_is "$IBDEV" PORT_ACTIVE || { ktap_diag "$IBDEV port not active"; return 1; }
-	peer "timeout 30 ibv_rc_pingpong -d $PEER_IBDEV -p 18700 -n 20 >/tmp/pp_srv.log 2>&1" &
+	peer "timeout 30 ibv_rc_pingpong -d $PEER_IBDEV -p 18700 -n 20 -s $sz >/tmp/pp_srv.log 2>&1" &
 	local srv=$!
 	sleep 2
-	timeout 30 ibv_rc_pingpong -d "$IBDEV" -p 18700 -n 20 "$SERVER_IP" >/tmp/pp_cli.log 2>&1
+	timeout 30 ibv_rc_pingpong -d "$IBDEV" -p 18700 -n 20 -s "$sz" "$SERVER_IP" >/tmp/pp_cli.log 2>&1
 	local rc=$?
 	wait "$srv"
 	local src=$?
@@ -144,10 +145,11 @@ ktap_check "after the restarts: command channel both ways and ibv_rc_pingpong" \
 # in B's inbox, made wrong, so B does not ring A's next receive; the
 # heartbeat sweep finds A's receiver asleep with completions waiting and
 # wakes it: the verbs exchange completes (without the sweep its WQEs would
-# time out)
+# time out). Its SENDs of 64 KiB go through the TQP: smaller ones are
+# placed in the receiver's WQEs without it.
 kicks0=$(info_of A sweep_kicks)
 inject A "rx_event 7 2147483647"
-pingpong_ok
+pingpong_ok 65536
 rc=$?
 kicks1=$(info_of A sweep_kicks)
 ktap_check "wrong event index on the verbs TQP: ibv_rc_pingpong completes ($rc), the sweep woke A's receiver (sweep_kicks $kicks0 -> $kicks1)" \
