@@ -57,6 +57,23 @@ std::string InfoDirWith(const std::string& line) {
 // is placed directly.
 bool WindowedMode() { return !InfoDirWith("mode: windowed").empty(); }
 
+// SEND @sge (@wr_id) on @c into a receive of @rcv posted first; both
+// completions here. The responder's status, SUCCESS or what failed.
+ibv_wc SendOnce(const Conn& c, ibv_sge sge, std::vector<ibv_sge> rcv, uint64_t wr_id, ibv_cq* rcq,
+                ibv_cq* scq) {
+    ibv_wc r{};
+    r.status = IBV_WC_GENERAL_ERR;
+    if (PostRecv(c.b, wr_id, std::move(rcv)) || Post(c.a, SendWr(wr_id, sge))) {
+        return r;
+    }
+    std::vector<ibv_wc> rw = PollCq(rcq, 1);
+    std::vector<ibv_wc> sw = PollCq(scq, 1);
+    if (rw.size() != 1 || sw.size() != 1 || sw[0].status != IBV_WC_SUCCESS) {
+        return r;
+    }
+    return rw[0];
+}
+
 class Placement : public DataPath {
   protected:
     void SetUp() override {
@@ -167,6 +184,30 @@ class Placement : public DataPath {
         ASSERT_NO_FATAL_FAILURE(ConnectBufs(c, src, len, dst, len, kRemoteAll));
         ASSERT_TRUE(WaitDirect(*c, *src, *dst)) << "no WRITE was placed directly in 5 s";
     }
+
+    ibv_wc Send(const Conn& c, ibv_sge sge, std::vector<ibv_sge> rcv, uint64_t wr_id = 1) {
+        return SendOnce(c, sge, std::move(rcv), wr_id, b_.rcq, a_.scq);
+    }
+
+    // QP exports travel apart from the data: SEND until one is placed
+    // (at most 5 s). True when it was.
+    bool WaitPlaced(const Conn& c, Buf* msg, Buf* rcv, ibv_cq* rcq = nullptr) {
+        const auto deadline = Clock::now() + milliseconds(5000);
+        std::this_thread::sleep_for(milliseconds(50));
+        const long long before = HwCounter(a_.name, "placed_sends");
+        while (Clock::now() < deadline) {
+            ibv_wc r = SendOnce(c, msg->sge(0, 8), {rcv->sge(0, 8)}, 1, rcq ? rcq : b_.rcq, a_.scq);
+            if (r.status != IBV_WC_SUCCESS) {
+                ADD_FAILURE() << "a SEND failed: " << WcStr(r);
+                return false;
+            }
+            std::this_thread::sleep_for(milliseconds(50));
+            if (HwCounter(a_.name, "placed_sends") > before) {
+                return true;
+            }
+        }
+        return false;
+    }
 };
 
 // The target receives nothing for a plain WRITE: no segment, no copy.
@@ -204,49 +245,8 @@ TEST_F(Placement, WriteThenSendOrderedByContent) {
 
 // ---- placed SENDs (rdma/ntrdma_place_rq.c) ----
 
-// SEND @sge (@wr_id) on @c into a receive of @rcv posted first; both
-// completions here. The responder's status, SUCCESS or what failed.
-ibv_wc SendOnce(const Conn& c, ibv_sge sge, std::vector<ibv_sge> rcv, uint64_t wr_id, ibv_cq* rcq,
-                ibv_cq* scq) {
-    ibv_wc r{};
-    r.status = IBV_WC_GENERAL_ERR;
-    if (PostRecv(c.b, wr_id, std::move(rcv)) || Post(c.a, SendWr(wr_id, sge))) {
-        return r;
-    }
-    std::vector<ibv_wc> rw = PollCq(rcq, 1);
-    std::vector<ibv_wc> sw = PollCq(scq, 1);
-    if (rw.size() != 1 || sw.size() != 1 || sw[0].status != IBV_WC_SUCCESS) {
-        return r;
-    }
-    return rw[0];
-}
-
 class PlacedSend : public Placement {
   protected:
-    ibv_wc Send(const Conn& c, ibv_sge sge, std::vector<ibv_sge> rcv, uint64_t wr_id = 1) {
-        return SendOnce(c, sge, std::move(rcv), wr_id, b_.rcq, a_.scq);
-    }
-
-    // QP exports travel apart from the data: SEND until one is placed
-    // (at most 5 s). True when it was.
-    bool WaitPlaced(const Conn& c, Buf* msg, Buf* rcv) {
-        const auto deadline = Clock::now() + milliseconds(5000);
-        std::this_thread::sleep_for(milliseconds(50));
-        const long long before = HwCounter(a_.name, "placed_sends");
-        while (Clock::now() < deadline) {
-            ibv_wc r = Send(c, msg->sge(0, 8), {rcv->sge(0, 8)});
-            if (r.status != IBV_WC_SUCCESS) {
-                ADD_FAILURE() << "a SEND failed: " << WcStr(r);
-                return false;
-            }
-            std::this_thread::sleep_for(milliseconds(50));
-            if (HwCounter(a_.name, "placed_sends") > before) {
-                return true;
-            }
-        }
-        return false;
-    }
-
     // A connection whose SENDs are placed (fatal failure otherwise).
     void ConnectPlaced(Conn* c, Buf** msg, size_t msg_len, Buf** rcv, size_t rcv_len,
                        const ConnSpec& cs = {}) {
@@ -364,6 +364,42 @@ TEST_F(PlacedSend, ScribbledReceiveFailsOnlyItsQp) {
     }
     std::this_thread::sleep_for(milliseconds(50));
     EXPECT_EQ(HwCounter(a_.name, "placed_sends") - placed0, 20);
+}
+
+// Receive completions wait in the RQ's slots, not in the CQ's ring: a
+// receive CQ of one entry loses none of 16 placed SENDs, each completes
+// once, in order, with its bytes.
+TEST_F(PlacedSend, OneEntryCqLosesNoReceive) {
+    ConnSpec cs;
+    cs.rcq_b = CreateCq(b_, 1);
+    ASSERT_NE(cs.rcq_b, nullptr);
+    Conn c = Connect(cs);
+    Buf* msg = Reg(a_, 1024, kLocal);
+    Buf* rcv = Reg(b_, 1024, kLocal);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitPlaced(c, msg, rcv, cs.rcq_b)) << "no SEND was placed in 5 s";
+    Fill(msg->p(), 1024, 31);
+    const long long placed0 = HwCounter(a_.name, "placed_sends");
+    for (int i = 0; i < 16; i++) {
+        ASSERT_EQ(PostRecv(c.b, 100 + i, {rcv->sge(64 * i, 64)}), 0);
+    }
+    for (int i = 0; i < 16; i++) {
+        ASSERT_EQ(Post(c.a, SendWr(200 + i, msg->sge(64 * i, 64 - i))), 0);
+    }
+    std::vector<ibv_wc> s = PollCq(a_.scq, 16);
+    ASSERT_EQ(s.size(), 16u);
+    std::vector<ibv_wc> r = PollCq(cs.rcq_b, 16);
+    ASSERT_EQ(r.size(), 16u);
+    for (int i = 0; i < 16; i++) {
+        EXPECT_EQ(s[i].status, IBV_WC_SUCCESS) << WcStr(s[i]);
+        EXPECT_EQ(r[i].wr_id, 100u + i);
+        EXPECT_EQ(r[i].status, IBV_WC_SUCCESS) << WcStr(r[i]);
+        EXPECT_EQ(r[i].byte_len, 64u - i);
+        EXPECT_EQ(FirstDiff(msg->p(64 * i), rcv->p(64 * i), 64 - i), -1) << "receive " << i;
+    }
+    EXPECT_EQ(PollCq(cs.rcq_b, 1, 300).size(), 0u) << "a receive completed twice";
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_EQ(HwCounter(a_.name, "placed_sends") - placed0, 16);
 }
 
 // A QP moved to ERR flushes the receives the peer did not complete, each
@@ -633,10 +669,20 @@ class PlacementSessionEnd : public Placement {
 
     // @w posted again and again on @c, unsignalled but every 8th, at most
     // 32 outstanding, until @stop or the QP fails; counts completions.
+    // With @rcv (a SEND stream), 32 receives of @rcv stay posted on @c.b:
+    // each one completed on @rcq is posted again.
     static void Stream(const Conn& c, Wr w, ibv_cq* scq, const std::atomic<bool>& stop,
-                       std::atomic<long>* ok) {
+                       std::atomic<long>* ok, const ibv_sge* rcv = nullptr, ibv_cq* rcq = nullptr) {
         uint64_t posted = 0, done = 0;
+        for (int i = 0; rcv && i < 32; i++) {
+            if (PostRecv(c.b, i, {*rcv})) {
+                return;
+            }
+        }
         while (!stop) {
+            if (rcv && !Repost(c.b, rcq, *rcv)) {
+                return;
+            }
             if (posted - done < 32) {
                 w.wr_id = posted;
                 w.flags = posted % 8 == 7 ? IBV_SEND_SIGNALED : 0;
@@ -656,6 +702,18 @@ class PlacementSessionEnd : public Placement {
         }
     }
 
+    // Each successful receive on @rcq posted again on @qp; false once a
+    // receive failed (the session ended) or could not be posted.
+    static bool Repost(ibv_qp* qp, ibv_cq* rcq, const ibv_sge& rcv) {
+        ibv_wc wc{};
+        while (ibv_poll_cq(rcq, 1, &wc) == 1) {
+            if (wc.status != IBV_WC_SUCCESS || PostRecv(qp, wc.wr_id, {rcv})) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     // ConnectDirect() once both ports are up again (the last round ended
     // the session).
     void ConnectWhenUp(size_t len, Conn* c, Buf** src, Buf** dst) {
@@ -669,12 +727,13 @@ class PlacementSessionEnd : public Placement {
     // protocol error of the peer); then @victim (of @ender's side, written
     // by the stream) is deregistered at once and poisoned: not one byte may
     // land in it after dereg returned. The completions before the end.
+    // With @rcv, @w is a SEND into receives of @rcv (in @victim).
     long EndUnderStream(const Conn& c, const Wr& w, const std::string& deaf,
-                        const std::string& ender, Buf* victim) {
+                        const std::string& ender, Buf* victim, const ibv_sge* rcv = nullptr) {
         const size_t len = victim->mem.size();
         std::atomic<bool> stop{false};
         std::atomic<long> done{0};
-        std::thread streamer(Stream, c, w, a_.scq, std::cref(stop), &done);
+        std::thread streamer(Stream, c, w, a_.scq, std::cref(stop), &done, rcv, b_.rcq);
         std::this_thread::sleep_for(milliseconds(200));
         const long long downs = InfoField(ender, "link_down_events");
         Inject(deaf, "link_deaf 1000");
@@ -689,6 +748,9 @@ class PlacementSessionEnd : public Placement {
         stop = true;
         streamer.join();
         Drain(a_.scq, 200);  // the stream's flushed WQEs
+        if (rcv) {
+            Drain(b_.rcq, 200);  // the flushed receives
+        }
         EXPECT_TRUE(ended) << "the session did not end in 10 s";
         EXPECT_EQ(rc, 0);
         std::cout << "[ NOTE     ] dereg took " << ms << " ms" << std::endl;
@@ -726,6 +788,31 @@ TEST_F(PlacementSessionEnd, NothingLandsAfterDeregWhenTheTargetEndsTheSession) {
         const long n = EndUnderStream(c, WriteWr(0, src->sge(0, len), dst), dbg_a_, dbg_b_, dst);
         std::cout << "[ NOTE     ] round " << round << ": " << n
                   << " WRITEs completed before the end" << std::endl;
+    }
+}
+
+// The same for placed SENDs: a places a stream of SENDs into receives
+// of b's MR (b reposts each one completed) when b ends the session, and b
+// deregisters the MR at once: not one byte of a SEND lands in the pages
+// after dereg returned.
+TEST_F(PlacementSessionEnd, NoSendLandsAfterDeregWhenTheResponderEndsTheSession) {
+    const size_t len = 4096;
+    for (int round = 0; round < 3; round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        ASSERT_TRUE(WaitUntil(30000, [&] { return PortActive(a_) && PortActive(b_); }))
+            << "the ports did not come back up";
+        Conn c = Connect();
+        Buf* msg = Reg(a_, len, kLocal);
+        Buf* rcv = Reg(b_, len, kLocal);
+        ASSERT_FALSE(HasFailure());
+        ASSERT_TRUE(WaitPlaced(c, msg, rcv)) << "no SEND was placed in 5 s";
+        Fill(msg->p(), len, round + 1);
+        const long long placed0 = HwCounter(a_.name, "placed_sends");
+        const ibv_sge into = rcv->sge(0, len);
+        const long n = EndUnderStream(c, SendWr(0, msg->sge(0, len)), dbg_a_, dbg_b_, rcv, &into);
+        std::cout << "[ NOTE     ] round " << round << ": " << n
+                  << " SENDs completed before the end ("
+                  << HwCounter(a_.name, "placed_sends") - placed0 << " placed)" << std::endl;
     }
 }
 
