@@ -453,7 +453,8 @@ bool ntrdma_unexport_mr(struct ntrdma_ib *nib, struct ntrdma_mr *mr)
 
 /*
  * A withdrawal the peer answered frees the READ sinks it covers; one it
- * left unanswered ends the session (the sinks stay until the peer left).
+ * left unanswered or refused (it could not stop placing) ends the session
+ * (the sinks and the RQ stay the peer's until it left).
  */
 static void export_qp_send(struct ntrdma_ib *nib, struct ntrdma_qp_export_msg *m)
 {
@@ -466,8 +467,9 @@ static void export_qp_send(struct ntrdma_ib *nib, struct ntrdma_qp_export_msg *m
 	if (!rc) {
 		ntrdma_sink_withdrawn(nib, m->q.qpn, m->q.epoch, m->session);
 		ntrdma_rq_withdrawn(nib, m->q.qpn, m->q.epoch);
-	} else if (rc == -ETIMEDOUT) {
-		ntrdma_link_proto_error(nib->ndev, "a QP withdrawal went unanswered");
+	} else if (rc != -ENOLINK) {
+		ntrdma_link_proto_error(nib->ndev,
+					"a QP withdrawal went unanswered or failed");
 	}
 }
 

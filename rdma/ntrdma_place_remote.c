@@ -848,7 +848,7 @@ static int send_complete(struct ntrdma_ib *nib, struct ntrdma_qp *qp,
 		.src_qp = qp->ibqp.qp_num,
 	};
 	u64 slot = rq_slot(rqp, idx) + NTRDMA_RQ_DONE_OFF, kick;
-	u32 next = idx + 1, arm;
+	u32 next = idx + 1, arm, ring = 1;
 	u8 one = 1;
 	int rc;
 
@@ -872,8 +872,8 @@ static int send_complete(struct ntrdma_ib *nib, struct ntrdma_qp *qp,
 		      offsetof(struct ntrdma_wire_psend, cq_kick));
 	rc = ntrdma_dev_peer_write(nib->ndev, kick, &one, sizeof(one));
 	wmb(); /* the CQ's flag before the one that says to look */
-	rc = rc ?: ntrdma_dev_peer_write(nib->ndev, rqp->psend, &next,
-					 sizeof(next));
+	rc = rc ?: ntrdma_dev_peer_write(nib->ndev, rqp->psend, &ring,
+					 sizeof(ring));
 	if (rc)
 		return -ENOLINK;
 	ntrdma_vx_kick_peer(nib);
