@@ -230,14 +230,14 @@ static bool rq_slot_take(struct ntr_qp *qp, struct ntrdma_cqe *e,
 	uint32_t idx = qp->rq_done;
 	const struct ntrdma_recv_wqe *w;
 
-	if (idx == __atomic_load_n(&ring_ctl(&qp->rq)->prod, __ATOMIC_RELAXED))
+	if (idx == __atomic_load_n(&ring_ctl(&qp->rq)->prod, __ATOMIC_ACQUIRE))
 		return false;
 	w = ring_slot(&qp->rq, idx);
 	if (__atomic_load_n(&w->done.seq, __ATOMIC_ACQUIRE) != idx + 1)
 		return false;
 	if (errors_wait && w->done.status != IBV_WC_SUCCESS)
 		return false;
-	e->wr_id = w->wr_id;
+	e->wr_id = qp->rq_wrid[idx & (qp->rq.entries - 1)];
 	e->status = w->done.status;
 	e->opcode = w->done.opcode;
 	e->byte_len = w->done.byte_len;
@@ -421,8 +421,15 @@ static int ntr_qp_map(struct ntr_qp *qp, struct ibv_context *ctx,
 	qp->max_send_sge = cap->max_send_sge;
 	qp->max_recv_sge = cap->max_recv_sge;
 	qp->max_inline = cap->max_inline_data;
-	if ((r->flags & NTRDMA_QP_RQ_DONE) && recv_cq)
+	if ((r->flags & NTRDMA_QP_RQ_DONE) && recv_cq) {
+		qp->rq_wrid = calloc(qp->rq.entries, sizeof(*qp->rq_wrid));
+		if (!qp->rq_wrid) {
+			ring_unmap(&qp->rq);
+			ring_unmap(&qp->sq);
+			return ENOMEM;
+		}
 		cq_rq_add(to_cq(recv_cq), qp);
+	}
 	return 0;
 }
 
@@ -441,6 +448,7 @@ static void ntr_qp_free(struct ntr_qp *qp)
 {
 	pthread_spin_destroy(&qp->sq_lock);
 	pthread_spin_destroy(&qp->rq_lock);
+	free(qp->rq_wrid);
 	free(qp);
 }
 
@@ -600,7 +608,8 @@ static int ntr_destroy_qp(struct ibv_qp *ibqp)
  */
 static int ring_post_recv(struct ntr_ring *ring, pthread_spinlock_t *lock,
 			  uint32_t max_sge, const uint32_t *done,
-			  struct ibv_recv_wr *wr, struct ibv_recv_wr **bad_wr)
+			  uint64_t *wrid, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad_wr)
 {
 	struct ntrdma_ring_ctl *ctl = ring_ctl(ring);
 	const uint32_t *free_from = done ? done : &ctl->cons;
@@ -622,6 +631,8 @@ static int ring_post_recv(struct ntr_ring *ring, pthread_spinlock_t *lock,
 		}
 		wqe = ring_slot(ring, prod);
 		wqe->wr_id = wr->wr_id;
+		if (wrid)
+			wrid[prod & (ring->entries - 1)] = wr->wr_id;
 		wqe->num_sge = wr->num_sge;
 		for (i = 0; i < wr->num_sge; i++) {
 			wqe->sge[i].addr = wr->sg_list[i].addr;
@@ -654,7 +665,8 @@ static int ntr_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		return EINVAL;
 	}
 	rc = ring_post_recv(&qp->rq, &qp->rq_lock, qp->max_recv_sge,
-			    qp->rcq ? &qp->rq_done : NULL, wr, bad_wr);
+			    qp->rcq ? &qp->rq_done : NULL, qp->rq_wrid, wr,
+			    bad_wr);
 	/* The QP is in ERR: the kernel flushes what we posted (ntrdma-abi.h). */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&ring_ctl(&qp->rq)->arm, __ATOMIC_ACQUIRE) ==
@@ -1021,8 +1033,8 @@ static int ntr_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 {
 	struct ntr_srq *srq = to_srq(ibsrq);
 
-	return ring_post_recv(&srq->ring, &srq->lock, srq->max_sge, NULL, wr,
-			      bad_wr);
+	return ring_post_recv(&srq->ring, &srq->lock, srq->max_sge, NULL, NULL,
+			      wr, bad_wr);
 }
 
 /* ---- context and device ---- */

@@ -104,6 +104,11 @@ struct ntr_qp {
 	struct ntr_cq *rcq;
 	uint32_t rq_done;
 	struct ntr_qp *rq_prev, *rq_nxt;
+	/*
+	 * NTRDMA_QP_RQ_DONE: each slot's wr_id, kept here: the ring is the
+	 * peer's to write (placed SENDs), the wr_id only ours to return.
+	 */
+	uint64_t *rq_wrid;
 };
 
 static inline struct ntr_context *to_ctx(struct ibv_context *ibctx)

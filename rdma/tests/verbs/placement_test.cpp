@@ -6,6 +6,7 @@
 // topology (both ends in this process).
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <rdma/ntrdma-abi.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -400,6 +402,41 @@ TEST_F(PlacedSend, OneEntryCqLosesNoReceive) {
     EXPECT_EQ(PollCq(cs.rcq_b, 1, 300).size(), 0u) << "a receive completed twice";
     std::this_thread::sleep_for(milliseconds(50));
     EXPECT_EQ(HwCounter(a_.name, "placed_sends") - placed0, 16);
+}
+
+// The RQ ring is the peer's to write: a receive's wr_id (often a pointer
+// of its user) comes back as posted, whatever the ring's slot holds by
+// then. Here this process scribbles the slot, as the peer could.
+TEST_F(PlacedSend, WrIdComesBackAsPostedWhateverTheRingSays) {
+    const std::set<uintptr_t> before = UverbsMappings();
+    Conn c;
+    Buf *msg, *rcv;
+    ASSERT_NO_FATAL_FAILURE(ConnectPlaced(&c, &msg, 64, &rcv, 64));
+    const uint64_t posted = 0x5eed0000c0ffee11ull;
+    ASSERT_EQ(PostRecv(c.b, posted, {rcv->sge(0, 64)}), 0);
+    int found = 0;
+    for (const std::string& line : UverbsMapLines()) {
+        unsigned long lo = 0, hi = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || before.count(lo)) {
+            continue;
+        }
+        for (unsigned long at = lo + NTRDMA_RING_CTL_SIZE; at + sizeof(ntrdma_recv_wqe) <= hi;
+             at += sizeof(ntrdma_recv_wqe)) {
+            auto* w = reinterpret_cast<ntrdma_recv_wqe*>(at);
+            if (w->wr_id == posted) {
+                w->wr_id = 0xbad0bad0bad0bad0ull;
+                found++;
+            }
+        }
+    }
+    ASSERT_EQ(found, 1) << "the receive's slot was not found in the new rings";
+    Fill(msg->p(), 64, 3);
+    ASSERT_EQ(Post(c.a, SendWr(5, msg->sge(0, 64))), 0);
+    std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
+    EXPECT_EQ(r[0].wr_id, posted) << "the wr_id was read from the shared ring";
+    ASSERT_EQ(PollCq(a_.scq, 1).size(), 1u);
 }
 
 // A QP moved to ERR flushes the receives the peer did not complete, each
