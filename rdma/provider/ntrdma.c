@@ -362,6 +362,8 @@ static int ntr_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 /* @qp's receives complete in its RQ slots: @cq polls them. */
 static void cq_rq_add(struct ntr_cq *cq, struct ntr_qp *qp)
 {
+	uint32_t arm;
+
 	pthread_spin_lock(&cq->lock);
 	qp->rcq = cq;
 	if (!cq->rq_next) {
@@ -374,6 +376,13 @@ static void cq_rq_add(struct ntr_cq *cq, struct ntr_qp *qp)
 		cq->rq_next->rq_nxt = qp;
 	}
 	cq->rq_next = qp;
+	/* armed before the QP existed: the peer must kick for it too */
+	arm = __atomic_load_n(&ring_ctl(&cq->ring)->arm, __ATOMIC_ACQUIRE);
+	if (arm) {
+		__atomic_store_n(&ring_ctl(&qp->rq)->cq_arm, arm,
+				 __ATOMIC_SEQ_CST);
+		cq->rq_armed = true;
+	}
 	pthread_spin_unlock(&cq->lock);
 }
 

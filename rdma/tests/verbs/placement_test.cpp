@@ -6,6 +6,7 @@
 // topology (both ends in this process).
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <rdma/ntrdma-abi.h>
 #include <sched.h>
 #include <signal.h>
@@ -437,6 +438,36 @@ TEST_F(PlacedSend, WrIdComesBackAsPostedWhateverTheRingSays) {
     EXPECT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
     EXPECT_EQ(r[0].wr_id, posted) << "the wr_id was read from the shared ring";
     ASSERT_EQ(PollCq(a_.scq, 1).size(), 1u);
+}
+
+// A CQ armed before its QP exists (rping does so): the first SEND placed
+// into the QP's RQ still raises the completion event.
+TEST_F(PlacedSend, CqArmedBeforeItsQpGetsTheEvent) {
+    ibv_comp_channel* ch = CreateChannel(b_);
+    ASSERT_NE(ch, nullptr);
+    ConnSpec cs;
+    cs.rcq_b = CreateCq(b_, 16, ch);
+    ASSERT_NE(cs.rcq_b, nullptr);
+    ASSERT_EQ(ibv_req_notify_cq(cs.rcq_b, 0), 0);
+    Conn c = Connect(cs);
+    Buf* msg = Reg(a_, 64, kLocal);
+    Buf* rcv = Reg(b_, 64, kLocal);
+    ASSERT_FALSE(HasFailure());
+    std::this_thread::sleep_for(milliseconds(1000));  // the QP's export reaches a
+    const long long placed0 = HwCounter(a_.name, "placed_sends");
+    ASSERT_EQ(PostRecv(c.b, 1, {rcv->sge(0, 64)}), 0);
+    ASSERT_EQ(Post(c.a, SendWr(2, msg->sge(0, 64))), 0);
+    ASSERT_EQ(PollCq(a_.scq, 1).size(), 1u);
+    pollfd pfd{ch->fd, POLLIN, 0};
+    ASSERT_EQ(poll(&pfd, 1, 3000), 1) << "no completion event in 3 s";
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    ASSERT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+    EXPECT_EQ(ev_cq, cs.rcq_b);
+    ibv_ack_cq_events(ev_cq, 1);
+    EXPECT_EQ(PollCq(cs.rcq_b, 1).size(), 1u);
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_EQ(HwCounter(a_.name, "placed_sends") - placed0, 1) << "the SEND was not placed";
 }
 
 // A QP moved to ERR flushes the receives the peer did not complete, each
