@@ -15,7 +15,7 @@
  * two never run at once: the peer places a SEND only when every earlier
  * message of its QP was answered, and ours take WQEs only for messages
  * that arrive after its placements, in the TQP's order. We read the index
- * as peer input: one that moves back or past the ring ends the session.
+ * as peer input, bounded by the posted receives (ntrdma_rq_sync()).
  *
  * A QP in ERR flushes its RQ only once the peer answered the withdrawal:
  * a flush beside a placement would complete a WQE twice. When the session
@@ -210,20 +210,28 @@ void ntrdma_rq_withdrawing(struct ntrdma_qp *qp, u32 epoch)
  * ntrdma_rq_sync() - take the RQ's consumer index from the shared word
  * @qp: the QP (rq_lock held)
  *
- * The peer only moves it forward, by at most the ring: anything else ends
- * the session, and our own index stays.
+ * Our own index is stale while the peer places: it only says where the
+ * peer started. The shared one must lie among the posted receives (at
+ * most the ring behind the producer index, never past it). Anything else
+ * is the peer's error or the user's (who owns the producer index): the
+ * index is not taken, the QP finds no receive posted, and no flush
+ * completes anything.
  */
 void ntrdma_rq_sync(struct ntrdma_qp *qp)
 {
-	u32 c;
+	u32 c, prod;
 
 	lockdep_assert_held(&qp->rq_lock);
 	if (!qp->rq_word)
 		return;
 	c = READ_ONCE(*rq_cons_word(qp));
-	if (c - qp->rq.kpos > qp->rq.entries) {
-		ntrdma_link_proto_error(to_nib(qp->ibqp.device)->ndev,
-					"a placed receive index out of its ring");
+	/* acquire: the user's WQEs before the index that publishes them */
+	prod = smp_load_acquire(&ntrdma_ring_ctl(&qp->rq)->prod);
+	if (prod - c > qp->rq.entries) {
+		ibdev_warn_ratelimited(qp->ibqp.device,
+				       "qp %u: placed receive index %u outside the posted receives (%u)\n",
+				       qp->ibqp.qp_num, c, prod);
+		qp->rq.kpos = prod + 1;
 		return;
 	}
 	qp->rq.kpos = c;

@@ -18,7 +18,7 @@
 . "$(dirname "$0")/lib/verbs.sh"
 
 T=${CM_TIMEOUT:-60}
-NTESTS=24
+NTESTS=25
 SIP=10.79.3.2
 CIP=10.79.3.1
 
@@ -72,6 +72,14 @@ ends_up || ktap_diag "no ping from ${CNET:-?} to $SIP"
 [ -n "$CDEV" ] && [ -n "$CNET" ] && [ -n "$SNET" ] ||
 	fail_rest "devices: ${CDEV:-none} ${CNET:-none} ${SNET:-none}"
 ktap_diag "client $CDEV ($CNET, $CIP), server ($SNET, $SIP)$(is_pair && echo ' on the peer')"
+
+# Protocol errors (each ends a session) logged on either side so far.
+proto_errors() {
+	local n
+	n=$(dmesg | grep -c 'ntrdma.*protocol error')
+	if is_pair; then n="$n+$(peer "dmesg | grep -c 'ntrdma.*protocol error'")"; fi
+	echo "$n"
+}
 
 dmesg_tail() {
 	dmesg | tail -n 12 | sed 's/^/# dmesg: /'
@@ -159,6 +167,7 @@ run_pair() { # NAME SERVER_CMD CLIENT_CMD [ALLOW_SERVER_RC]
 }
 
 # 2-3: rping, small and large messages, data verified by rping (-V)
+pe0=$(proto_errors)
 for size in 64 60000; do
 	if run_pair "rping -S $size" "rping -s -a $SIP -p $PORT -C 10 -S $size -V" \
 		"rping -c -a $SIP -p $PORT -C 10 -S $size -V -v"; then
@@ -171,7 +180,13 @@ for size in 64 60000; do
 	PORT=$((PORT + 1))
 done
 
-# 4: a connect to a port nobody listens on is refused, quickly, cleanly
+# 4: their QPs went (many placed SENDs through an RQ of two entries each)
+# and the session stayed
+pe=$(proto_errors)
+[ "$pe" = "$pe0" ] || dmesg_tail
+ktap_check "rping's disconnects end no session (protocol errors $pe0 -> $pe)" [ "$pe" = "$pe0" ]
+
+# 5: a connect to a port nobody listens on is refused, quickly, cleanly
 t0=$(date +%s%N)
 out=$(C "timeout $T rping -c -a $SIP -p $((PORT + 50)) -C 1" 2>&1)
 rc=$?
@@ -180,7 +195,7 @@ ktap_diag "refused connect: rping exit $rc after $ms ms: $(grep -iE 'reject|refu
 ktap_check "connect to a port without listener fails within 10 s" \
 	test $rc -ne 0 -a $rc -ne 124 -a $ms -lt 10000
 
-# 5-6: qperf over rdma_cm (its control connection over the netdevs)
+# 6-7: qperf over rdma_cm (its control connection over the netdevs)
 for t in rc_bw rc_lat; do
 	S "pkill -x qperf; (qperf >/dev/null 2>&1 &)"
 	sleep 1
@@ -197,7 +212,7 @@ for t in rc_bw rc_lat; do
 done
 S "pkill -x qperf"
 
-# 7-9: perftest with rdma_cm (-R)
+# 8-10: perftest with rdma_cm (-R)
 for t in write_bw:65536 send_bw:4096 read_lat:2; do
 	tool=ib_${t%%:*} size=${t#*:}
 	# Iterations, not -D: the report comes when the data path is quiet,
@@ -215,7 +230,7 @@ for t in write_bw:65536 send_bw:4096 read_lat:2; do
 	PORT=$((PORT + 1))
 done
 
-# 10-11: rsockets (librdmacm's socket API over RC QPs): rstream and
+# 11-12: rsockets (librdmacm's socket API over RC QPs): rstream and
 # riostream (RDMA-mapped I/O) with their data verification
 for tool in rstream riostream; do
 	if run_pair "$tool" "$tool -b $SIP -p $PORT -T v -C 100 -S 65536" \
@@ -228,7 +243,7 @@ for tool in rstream riostream; do
 	PORT=$((PORT + 1))
 done
 
-# 12: rcopy: a 4 MiB file to the other end, compared by sha256 (its server
+# 13: rcopy: a 4 MiB file to the other end, compared by sha256 (its server
 # never exits: stopped after the copy)
 f=/tmp/cm-rcopy.$$
 head -c 4194304 /dev/urandom >$f
@@ -243,7 +258,7 @@ S "rm -f $f.copy"
 rm -f $f
 PORT=$((PORT + 1))
 
-# 13: rdma_cm to an address of our own netdev connects two QPs of our own
+# 14: rdma_cm to an address of our own netdev connects two QPs of our own
 # device (same-device loopback): rping verified, and the peer's device
 # receives no segment of it
 # (the peer device's counter: on the peer's host, or here outside cmB)
@@ -269,7 +284,7 @@ ktap_check "rping to our own address: a same-device connection, 5 verified round
 rm -f $f.lo $f.lorc
 PORT=$((PORT + 1))
 
-# 14-15: READ depths, the rdma_cm convention (cma.c hands the iw_cm
+# 15-16: READ depths, the rdma_cm convention (cma.c hands the iw_cm
 # event's ird/ord to the ULP as initiator_depth/responder_resources; the IB
 # CM and cxgb4 alike): each end sees its own side, the server's
 # CONNECT_REQUEST the client's offer from the server's side (svcrdma and
@@ -300,7 +315,7 @@ ktap_check "READ depths: client answers 8, issues 0; the server sees 8 to issue,
 ktap_check "READ depths: client answers 3, issues 5; server answers 2, issues up to 7: 3 and 2" \
 	depths "depths bounded" 3 5 2 7 "request 3 5;established 3 2;qp 3 2" "established 2 3;qp 2 3"
 
-# 16: the active side destroys its QP as soon as it is connected, while
+# 17: the active side destroys its QP as soon as it is connected, while
 # the passive side's accept has not heard back yet (for the first rounds
 # that window is held open: inject "pause MS accept" on the server's
 # device). Every round, the passive side sees ESTABLISHED, then
@@ -331,7 +346,7 @@ else
 fi
 PORT=$((PORT + 1))
 
-# 17-20: libfabric's fi_pingpong over its verbs provider: FI_EP_MSG (rdma_cm
+# 18-21: libfabric's fi_pingpong over its verbs provider: FI_EP_MSG (rdma_cm
 # connected RC QPs) and FI_EP_RDM (ofi_rxm over them; MPI libraries over OFI
 # use it), with the receiver checking the data (-c). RDM runs with
 # libfabric's defaults: rxm sizes its CQ for every peer of the universe,
@@ -371,7 +386,7 @@ else
 	ktap_check "fi_pingpong FI_EP_RDM 64 KiB: 50 checked round trips" fi_pp rdm 65536 50
 fi
 
-# 21: nothing left behind: no QP, no cm_id (rdma resource)
+# 22: nothing left behind: no QP, no cm_id (rdma resource)
 sleep 1
 left=$(rdma resource show qp 2>/dev/null | grep -c "$CDEV")
 cm=$(rdma resource show cm_id 2>/dev/null | grep -c "$CDEV")
@@ -398,7 +413,7 @@ stream_then() {
 	rm -f $f.cli
 }
 
-# 22: the peer's driver goes away during an rdma_cm stream
+# 23: the peer's driver goes away during an rdma_cm stream
 if is_pair; then
 	stream_then 'peer "modprobe -r ntrdma"'
 else
@@ -408,7 +423,7 @@ ktap_check "peer driver gone during ib_write_bw -R: stream failed (exit $STREAM_
 	test "$STREAM_RC" != 0 -a "$STREAM_RC" != 124 -a "$STREAM_S" -lt 30
 S "pkill -f ib_write_bw" 2>/dev/null
 
-# 23: it comes back: rping connects again
+# 24: it comes back: rping connects again
 if is_pair; then peer "modprobe ntrdma"; else echo "$REMOTE_DEV" > $NTB_DRV/bind; fi
 ends_up || ktap_diag "no ping to $SIP after the peer returned"
 wait_for 15 port_is "$CDEV" PORT_ACTIVE
@@ -421,7 +436,7 @@ else
 fi
 PORT=$((PORT + 1))
 
-# 24: our own driver unloaded during an rdma_cm stream
+# 25: our own driver unloaded during an rdma_cm stream
 UNLOAD_RC=
 stream_then 'timeout 60 modprobe -r ntrdma; UNLOAD_RC=$?'
 ktap_check "driver unloaded during ib_write_bw -R: modprobe -r exit ${UNLOAD_RC:-?}, stream exit $STREAM_RC after $STREAM_S s" \

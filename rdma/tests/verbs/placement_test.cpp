@@ -495,6 +495,36 @@ TEST_F(PlacedSend, ErrFlushesTheRestOnce) {
     EXPECT_EQ(PollCq(b_.rcq, 1, 300).size(), 0u) << "a receive completed twice";
 }
 
+// The peer's consumer index runs ahead of ours while it places: many
+// laps around an RQ of two entries, then ERR flushes what is posted, and
+// the session (another connection) goes on.
+TEST_F(PlacedSend, ErrAfterManyLapsFlushesAndKeepsTheSession) {
+    Conn c, other = Connect();
+    Buf *msg, *rcv;
+    ConnSpec cs;
+    cs.wr = 2;
+    ASSERT_NO_FATAL_FAILURE(ConnectPlaced(&c, &msg, 64, &rcv, 64, cs));
+    for (int i = 0; i < 12; i++) {
+        ibv_wc r = Send(c, msg->sge(0, 64), {rcv->sge(0, 64)}, 70 + i);
+        ASSERT_EQ(r.status, IBV_WC_SUCCESS) << WcStr(r);
+        ASSERT_EQ(r.wr_id, 70u + i);
+    }
+    ASSERT_EQ(PostRecv(c.b, 90, {rcv->sge(0, 64)}), 0);
+    ASSERT_EQ(PostRecv(c.b, 91, {rcv->sge(0, 64)}), 0);
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(c.b, &a, IBV_QP_STATE), 0);
+    std::vector<ibv_wc> r = PollCq(b_.rcq, 2);
+    ASSERT_EQ(r.size(), 2u);
+    for (int i = 0; i < 2; i++) {
+        EXPECT_EQ(r[i].wr_id, 90u + i);
+        EXPECT_EQ(r[i].status, IBV_WC_WR_FLUSH_ERR) << WcStr(r[i]);
+    }
+    std::this_thread::sleep_for(milliseconds(300));
+    EXPECT_EQ(QpState(other.a), IBV_QPS_RTS) << "the session ended";
+    EXPECT_EQ(QpState(other.b), IBV_QPS_RTS) << "the session ended";
+}
+
 // After dereg returns, no byte of a WRITE lands in the pages: writes in
 // flight at the time finish before, later ones fail (REM_ACCESS_ERR).
 TEST_F(Placement, NothingLandsAfterDeregUnderWriteStream) {
