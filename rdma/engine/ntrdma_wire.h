@@ -16,7 +16,7 @@
 #define NTRDMA_WIRE_H
 
 #define NTRDMA_MAGIC		0x4e545244u	/* "NTRD" */
-#define NTRDMA_VERSION		3u
+#define NTRDMA_VERSION		4u
 
 /* Scratchpads used only for bootstrap (written by the peer into ours). */
 enum ntrdma_spad {

@@ -16,7 +16,7 @@ extern "C" {
 namespace {
 
 TEST(VerbsAbi, VersionAndLimits) {
-    EXPECT_EQ(NTRDMA_UVERBS_ABI_VERSION, 1);
+    EXPECT_EQ(NTRDMA_UVERBS_ABI_VERSION, 2);
     EXPECT_EQ(NTRDMA_MAX_SGE, 16);
     EXPECT_EQ(NTRDMA_MAX_INLINE, NTRDMA_MAX_SGE * sizeof(ntrdma_sge));
 }

@@ -37,7 +37,7 @@
 
 #include <linux/types.h>
 
-#define NTRDMA_UVERBS_ABI_VERSION	1
+#define NTRDMA_UVERBS_ABI_VERSION	2
 
 #define NTRDMA_MAX_SGE		16
 #define NTRDMA_MAX_INLINE	256	/* NTRDMA_MAX_SGE * sizeof(sge) */
