@@ -40,8 +40,19 @@ make -s -C "$KDIR" M="$dir" -j$(nproc) CONFIG_NTB_HW_IVSHMEM=m CONFIG_NTRDMA=m \
 	CONFIG_NTRDMA_VERBS=y CONFIG_NTRDMA_KVERBS_TEST=n \
 	KBUILD_EXTRA_SYMBOLS="$SYMVERS" modules >&2 ||
 	fail "modules of $sha did not build"
-cc -std=gnu11 -O2 -fPIC -shared -fvisibility=hidden -Wl,--no-undefined \
-	-I"$dir/rdma/provider" -o "$dir/libntrdma-rdmav34.so" \
-	"$dir/rdma/provider/"*.c -libverbs -lpthread ||
-	fail "provider of $sha did not build"
+# A revision whose provider has its own CMakeLists.txt builds with it
+# (it finds libibverbs' private ABI and the uapi header); older ones are
+# plain sources.
+if [ -f "$dir/rdma/provider/CMakeLists.txt" ]; then
+	{ cmake -S "$dir/rdma/provider" -B "$dir/provider-build" >&2 &&
+		cmake --build "$dir/provider-build" >&2 &&
+		cp "$(find "$dir/provider-build" -name 'libntrdma-rdmav*.so' | head -1)" \
+			"$dir/libntrdma-rdmav34.so"; } ||
+		fail "provider of $sha did not build"
+else
+	cc -std=gnu11 -O2 -fPIC -shared -fvisibility=hidden -Wl,--no-undefined \
+		-I"$dir/rdma/provider" -o "$dir/libntrdma-rdmav34.so" \
+		"$dir/rdma/provider/"*.c -libverbs -lpthread ||
+		fail "provider of $sha did not build"
+fi
 echo "$dir"
