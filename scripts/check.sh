@@ -216,7 +216,7 @@ for run in ${!runs_var}; do
 	# shellcheck disable=SC2086 # opts: testbed options, split on purpose
 	t_run=$SECONDS
 	# The timeout catches a hung run; the pair group takes about 22
-	# minutes on a quiet host and a third more on a loaded one.
+	# minutes on a quiet host and 40% more on a loaded one.
 	tmo=2700
 	[ "$rname" = deb ] && tmo=3600
 	TESTBED_TCG_THREAD=$tcg "$ROOT/scripts/testbed.sh" --topo "$topo" --flat "$flat" --timeout $tmo \
