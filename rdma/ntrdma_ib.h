@@ -368,11 +368,13 @@ struct ntrdma_qp {
 	 * Placed SENDs (ntrdma_place_rq.c), under rq_lock: the RQ's consumer
 	 * index lives in the psend area (for good, once exported), and the
 	 * peer may place into it until it answers the withdrawal of
-	 * rq_unshare_epoch.
+	 * rq_unshare_epoch. Parked: reset under a placing peer, the shared
+	 * index shows it nothing posted until that answer.
 	 */
 	struct ntrdma_rq_export *rq_exp;	/* under the QP's mutex */
 	bool rq_word;
 	bool rq_shared;
+	bool rq_parked;
 	u32 rq_session;			/* the last exported in */
 	u32 rq_unshare_epoch;
 	struct ib_qp_cap cap;

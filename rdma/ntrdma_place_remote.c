@@ -356,6 +356,8 @@ static int rmr_handle(struct ntrdma_ib *nib, u16 op, const void *req, u16 len)
 {
 	int rc = -ENOLINK;
 
+	if (op == NTRDMA_CMD_QP_EXPORT)
+		ntrdma_fault_pause(nib->ndev, "qp_export");
 	mutex_lock(&nib->rmr_lock);
 	if (ntrdma_link_is_up(nib->ndev)) {
 		if (op == NTRDMA_CMD_MR_EXPORT)

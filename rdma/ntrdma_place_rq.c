@@ -151,6 +151,20 @@ static u32 *rq_cons_word(struct ntrdma_qp *qp)
 	return &ps->rq_cons[qp->ibqp.qp_num - NTRDMA_PSEND_QPN0];
 }
 
+/*
+ * A QP reset while the peer may still place (its withdrawal unanswered):
+ * the shared index goes half the index space away from the producer's,
+ * so the peer finds nothing posted, whatever the user posts meanwhile.
+ * Our own index holds until the answer.
+ */
+#define RQ_PARKED	0x80000000u
+
+static void rq_unpark(struct ntrdma_qp *qp)
+{
+	qp->rq_parked = false;
+	ntrdma_rq_publish(qp);
+}
+
 /**
  * ntrdma_rq_export_fill() - the RQ part of @qp's export
  * @qp: the QP (process context, its mutex held)
@@ -181,11 +195,14 @@ void ntrdma_rq_export_fill(struct ntrdma_qp *qp, struct ntrdma_wire_qp_export *q
 	q->rq_list = qp->rq_exp->list_dma;
 	q->psend = nib->psend_dma;
 	spin_lock_irqsave(&qp->rq_lock, flags);
+	if (qp->rq_parked && qp->rq_session != session)
+		rq_unpark(qp);	/* the peer left the session it placed in */
 	if (!qp->rq_word)
 		WRITE_ONCE(*rq_cons_word(qp), qp->rq.kpos);
 	qp->rq_word = true;
 	qp->rq_shared = true;
-	qp->rq_unshare_epoch = 0;
+	if (!qp->rq_parked)
+		qp->rq_unshare_epoch = 0;
 	qp->rq_exp->session = session;
 	qp->rq_session = session;
 	spin_unlock_irqrestore(&qp->rq_lock, flags);
@@ -222,7 +239,7 @@ void ntrdma_rq_sync(struct ntrdma_qp *qp)
 	u32 c, prod;
 
 	lockdep_assert_held(&qp->rq_lock);
-	if (!qp->rq_word)
+	if (!qp->rq_word || qp->rq_parked)
 		return;
 	c = READ_ONCE(*rq_cons_word(qp));
 	/* acquire: the user's WQEs before the index that publishes them */
@@ -244,17 +261,25 @@ void ntrdma_rq_sync(struct ntrdma_qp *qp)
 void ntrdma_rq_publish(struct ntrdma_qp *qp)
 {
 	lockdep_assert_held(&qp->rq_lock);
-	if (qp->rq_word)
+	if (qp->rq_word && !qp->rq_parked)
 		WRITE_ONCE(*rq_cons_word(qp), qp->rq.kpos);
 }
 
 /**
  * ntrdma_rq_reset() - @qp's RQ went back to index 0 (RESET)
  * @qp: the QP (rq_lock held)
+ *
+ * While the peer may still place, the receives posted from now on are not
+ * for its old connection: the shared index is parked until its answer.
  */
 void ntrdma_rq_reset(struct ntrdma_qp *qp)
 {
 	lockdep_assert_held(&qp->rq_lock);
+	if (qp->rq_word && qp->rq_shared) {
+		WRITE_ONCE(*rq_cons_word(qp), qp->rq.kpos + RQ_PARKED);
+		qp->rq_parked = true;
+		return;
+	}
 	ntrdma_rq_publish(qp);
 }
 
@@ -283,6 +308,11 @@ static void rq_unshare(struct ntrdma_qp *qp, u32 epoch)
 	spin_lock_irqsave(&qp->sq_lock, flags);
 	spin_lock(&qp->rq_lock);
 	flush = qp->rq_shared && qp->rq_unshare_epoch == epoch;
+	if (flush && qp->rq_parked) {
+		rq_unpark(qp);
+		/* exported again meanwhile: the peer places from here on */
+		flush = !READ_ONCE(qp->exported);
+	}
 	if (flush)
 		qp->rq_shared = false;
 	spin_unlock(&qp->rq_lock);

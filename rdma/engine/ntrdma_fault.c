@@ -39,7 +39,9 @@
  *                      "export") sleeps MS ms (at most 10000): a race
  *                      window held open. The verbs face's names: export
  *                      (an MR export starts), accept (an rdma_cm accept
- *                      heard back from the other end); the Ethernet
+ *                      heard back from the other end), qp_export (the
+ *                      peer's QP export or withdrawal, before it is
+ *                      applied); the Ethernet
  *                      face's: carrier (the carrier work saw the peer's
  *                      netdev up, under its lock)
  *   proto_error        this side ends the session as on a protocol error

@@ -1046,6 +1046,34 @@ TEST_F(PlacementSessionEnd, ExportListLivesUntilThePeerReadIt) {
     std::cout << "[ NOTE     ] ibv_reg_mr took " << reg_ms << " ms" << std::endl;
 }
 
+// A responder QP reset and back in INIT while the requester has not yet
+// applied its withdrawal (held open by the test hook "pause"): the receive
+// it posts there is not for its old connection, whose requester still
+// sends.
+TEST_F(PlacementSessionEnd, ResetQpTakesNoSendOfItsOldConnection) {
+    ConnSpec cs;
+    cs.rnr_retry = 0;
+    Conn c = Connect(cs);
+    Buf* msg = Reg(a_, 64, kLocal);
+    Buf* rcv = Reg(b_, 64, kLocal);
+    ASSERT_FALSE(HasFailure());
+    ASSERT_TRUE(WaitPlaced(c, msg, rcv)) << "no SEND was placed in 5 s";
+    Fill(msg->p(), 64, 9);
+    std::memset(rcv->p(), 0x5A, 64);
+    Inject(dbg_a_, "pause 2000 qp_export");
+    ASSERT_EQ(QpToState(c.b, IBV_QPS_RESET), 0);
+    ASSERT_EQ(QpToInit(c.b), 0);
+    ASSERT_EQ(PostRecv(c.b, 80, {rcv->sge(0, 64)}), 0);
+    ASSERT_EQ(Post(c.a, SendWr(90, msg->sge(0, 64))), 0);
+    std::vector<ibv_wc> s = PollCq(a_.scq, 1);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_NE(s[0].status, IBV_WC_SUCCESS) << "a SEND into a QP in INIT completed";
+    EXPECT_EQ(PollCq(b_.rcq, 1, 200).size(), 0u) << "a receive in INIT completed";
+    for (int i = 0; i < 64; i++) {
+        ASSERT_EQ(rcv->p()[i], 0x5A) << "byte " << i << " landed in a QP in INIT";
+    }
+}
+
 // An MR registered while the session ends and the next one comes up: the
 // link-up work exports it into the new session while the registration's
 // own export, which started in the old one, is still on its way (held
