@@ -102,25 +102,32 @@ class Placement : public DataPath {
         return wc.size() == 1 ? wc[0].status : IBV_WC_GENERAL_ERR;
     }
 
-    // Exports travel apart from the data (command channel): WRITE until
-    // one is placed directly (at most 5 s). True when it was. (The core
-    // caches counters for a few ms: read them after a pause.)
-    bool WaitDirect(const Conn& c, Buf* src, Buf* dst) {
+    // Exports travel apart from the data (command channel): @op (false:
+    // it failed) until a_'s counter @what moves, at most 5 s. True when it
+    // did. (The core caches counters for a few ms: read them after a pause.)
+    bool WaitCounted(const char* what, const std::function<bool()>& op) {
         const auto deadline = Clock::now() + milliseconds(5000);
         std::this_thread::sleep_for(milliseconds(50));
-        const long long before = HwCounter(a_.name, "placed_writes");
+        const long long before = HwCounter(a_.name, what);
         while (Clock::now() < deadline) {
-            const ibv_wc_status st = WriteOnce(c, src, dst, 8);
-            if (st != IBV_WC_SUCCESS) {
-                ADD_FAILURE() << "a WRITE failed: " << ibv_wc_status_str(st);
+            if (!op()) {
                 return false;
             }
             std::this_thread::sleep_for(milliseconds(50));
-            if (HwCounter(a_.name, "placed_writes") > before) {
+            if (HwCounter(a_.name, what) > before) {
                 return true;
             }
         }
         return false;
+    }
+
+    // WRITE until one is placed directly. True when it was.
+    bool WaitDirect(const Conn& c, Buf* src, Buf* dst) {
+        return WaitCounted("placed_writes", [&] {
+            const ibv_wc_status st = WriteOnce(c, src, dst, 8);
+            EXPECT_EQ(st, IBV_WC_SUCCESS) << "a WRITE failed: " << ibv_wc_status_str(st);
+            return st == IBV_WC_SUCCESS;
+        });
     }
 
     // Ten rounds: a stream of unsignalled WRITEs into a fresh MR of b_,
@@ -192,24 +199,13 @@ class Placement : public DataPath {
         return SendOnce(c, sge, std::move(rcv), wr_id, b_.rcq, a_.scq);
     }
 
-    // QP exports travel apart from the data: SEND until one is placed
-    // (at most 5 s). True when it was.
+    // SEND until one is placed. True when it was.
     bool WaitPlaced(const Conn& c, Buf* msg, Buf* rcv, ibv_cq* rcq = nullptr) {
-        const auto deadline = Clock::now() + milliseconds(5000);
-        std::this_thread::sleep_for(milliseconds(50));
-        const long long before = HwCounter(a_.name, "placed_sends");
-        while (Clock::now() < deadline) {
+        return WaitCounted("placed_sends", [&] {
             ibv_wc r = SendOnce(c, msg->sge(0, 8), {rcv->sge(0, 8)}, 1, rcq ? rcq : b_.rcq, a_.scq);
-            if (r.status != IBV_WC_SUCCESS) {
-                ADD_FAILURE() << "a SEND failed: " << WcStr(r);
-                return false;
-            }
-            std::this_thread::sleep_for(milliseconds(50));
-            if (HwCounter(a_.name, "placed_sends") > before) {
-                return true;
-            }
-        }
-        return false;
+            EXPECT_EQ(r.status, IBV_WC_SUCCESS) << "a SEND failed: " << WcStr(r);
+            return r.status == IBV_WC_SUCCESS;
+        });
     }
 };
 
@@ -258,6 +254,14 @@ class PlacedSend : public Placement {
         *rcv = Reg(b_, rcv_len, kLocal);
         ASSERT_FALSE(HasFailure());
         ASSERT_TRUE(WaitPlaced(*c, *msg, *rcv)) << "no SEND was placed in 5 s";
+    }
+
+    // @qp (of b_) to ERR, then up to @n of b_'s receive completions.
+    std::vector<ibv_wc> ErrThenPoll(ibv_qp* qp, int n) {
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_ERR;
+        EXPECT_EQ(ibv_modify_qp(qp, &a, IBV_QP_STATE), 0);
+        return PollCq(b_.rcq, n);
     }
 };
 
@@ -483,10 +487,7 @@ TEST_F(PlacedSend, ErrFlushesTheRestOnce) {
         ASSERT_EQ(Post(c.a, SendWr(60 + i, msg->sge(0, 64))), 0);
     }
     ASSERT_EQ(PollCq(a_.scq, 3).size(), 3u);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_ERR;
-    ASSERT_EQ(ibv_modify_qp(c.b, &a, IBV_QP_STATE), 0);
-    std::vector<ibv_wc> r = PollCq(b_.rcq, 8);
+    std::vector<ibv_wc> r = ErrThenPoll(c.b, 8);
     ASSERT_EQ(r.size(), 8u);
     for (int i = 0; i < 8; i++) {
         EXPECT_EQ(r[i].wr_id, 50u + i);
@@ -511,10 +512,7 @@ TEST_F(PlacedSend, ErrAfterManyLapsFlushesAndKeepsTheSession) {
     }
     ASSERT_EQ(PostRecv(c.b, 90, {rcv->sge(0, 64)}), 0);
     ASSERT_EQ(PostRecv(c.b, 91, {rcv->sge(0, 64)}), 0);
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_ERR;
-    ASSERT_EQ(ibv_modify_qp(c.b, &a, IBV_QP_STATE), 0);
-    std::vector<ibv_wc> r = PollCq(b_.rcq, 2);
+    std::vector<ibv_wc> r = ErrThenPoll(c.b, 2);
     ASSERT_EQ(r.size(), 2u);
     for (int i = 0; i < 2; i++) {
         EXPECT_EQ(r[i].wr_id, 90u + i);
