@@ -16,7 +16,7 @@ A_IP=10.79.0.1
 B_IP=10.79.0.2
 
 ktap_header
-ktap_plan 13
+ktap_plan 14
 
 need_ntb_pair
 
@@ -32,7 +32,7 @@ fi
 cmd() {
 	local side=$1 d
 	d=DBG$side
-	${!side} "echo '$2' > ${!d}/cmd && cat ${!d}/cmd"
+	${!side} "echo '$2' > ${!d}/cmd && tail -1 ${!d}/cmd"
 }
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p"; }
 
@@ -72,25 +72,46 @@ ktap_diag "sent $s0 -> $s1, peer handled $h0 -> $h1, timeouts $t1"
 ktap_check "40 concurrent requests (ring of 16): all sent, all handled, no timeout" \
 	test $((s1 - s0)) = 40 -a $((h1 - h0)) = 40 -a "$t1" = 0
 
-# 5: a slow answer within the timeout
+# 5: an answered caller keeps its waiter until it took the answer. Held
+# 2.5 s after its wake-up (inject "pause MS cmd_answer") while 16 more
+# requests go round the ring of 16: the last of them takes its slot.
+slot_reuse() {
+	local first=echo-first-of-17 i out
+	echo "pause 2500 cmd_answer" > "$DBGA/inject" || return 1
+	$A "echo 'echo $first' > $DBGA/cmd" &
+	sleep 0.5
+	for i in $(seq 1 16); do
+		$A "echo 'echo m$i' > $DBGA/cmd" &
+	done
+	wait
+	echo "pause 0" > "$DBGA/inject"
+	out=$(grep "^echo $first:" "$DBGA/cmd")
+	ktap_diag "first: ${out:-not among the last 16: $(tr '\n' ';' < "$DBGA/cmd")}"
+	test "$(field rc <<< "$out")" = 0 -a "$(field data <<< "$out")" = "$first" \
+		-a "$(info_of A cmd_timeouts)" = 0
+}
+ktap_check "a request into the slot of an answer not yet taken waits: the answer intact" \
+	slot_reuse
+
+# 6: a slow answer within the timeout
 out=$(cmd A "delay 300 3000")
 us=$(field usecs <<< "$out")
 ktap_check "delayed answer (300 ms) within the timeout: rc 0 after >= 300 ms ($us us)" \
 	test "$(field rc <<< "$out")" = 0 -a "${us:-0}" -ge 300000
 
-# 6: timeout
+# 7: timeout
 out=$(cmd A "delay 2000 400")
 us=$(field usecs <<< "$out")
 ktap_check "answer later than the timeout: -ETIMEDOUT (-110) after 400-1500 ms ($us us)" \
 	test "$(field rc <<< "$out")" = -110 -a "${us:-0}" -ge 400000 -a "${us:-0}" -lt 1500000
 
-# 7: the late answer is dropped; the channel still works
+# 8: the late answer is dropped; the channel still works
 sleep 2
 out=$(cmd A "echo after-late")
 ktap_check "after a late answer the channel still works" \
 	test "$(field rc <<< "$out")" = 0 -a "$(field data <<< "$out")" = after-late
 
-# 8: a pending call fails with -ENOLINK when the peer's driver goes away
+# 9: a pending call fails with -ENOLINK when the peer's driver goes away
 $A "echo 'delay 4000 10000' > $DBGA/cmd" &
 pending=$!
 sleep 0.5
@@ -101,17 +122,17 @@ else
 fi
 t0=$SECONDS
 wait $pending
-out=$($A "cat $DBGA/cmd")
+out=$($A "tail -1 $DBGA/cmd")
 us=$(field usecs <<< "$out")
 ktap_check "pending call when the peer unloads: -ENOLINK (-67) before its 4 s answer ($us us)" \
 	test "$(field rc <<< "$out")" = -67 -a "${us:-9999999}" -lt 3500000
 wait
 
-# 9: no session: fails at once
+# 10: no session: fails at once
 out=$(cmd A "echo nobody")
 ktap_check "no session: -ENOLINK at once" test "$(field rc <<< "$out")" = -67
 
-# 10: back
+# 11: back
 if is_pair; then
 	peer "modprobe ntrdma"
 else
@@ -125,7 +146,7 @@ wait_for 10 link_up
 out=$(cmd A "echo again")
 ktap_check "peer back: commands answered again" test "$(field rc <<< "$out")" = 0
 
-# 11-12: DMA and CPU copies carry the same traffic
+# 12-13: DMA and CPU copies carry the same traffic
 setup_net() {
 	local ia ib
 	ia=$(for i in $(ls /sys/class/net); do
@@ -160,7 +181,7 @@ for mode in dma cpu; do
 done
 unload
 
-# 13: an unloaded driver leaves no session published in the peer's
+# 14: an unloaded driver leaves no session published in the peer's
 # scratchpads: a later instance of the peer's driver would take the inbox
 # address in it (freed by then) for a live one. Read through ntb_tool.
 spad_of() { # SIDE NTBDEV INDEX

@@ -38,7 +38,7 @@ inject() { # SIDE REQUEST
 }
 echo_ok() { # SIDE: a command-channel round trip from that side
 	local d=DBG$1
-	${!1} "echo 'echo ping' > ${!d}/cmd && grep -q 'rc=0 .*data=ping' ${!d}/cmd"
+	${!1} "echo 'echo ping' > ${!d}/cmd && tail -1 ${!d}/cmd | grep -q 'rc=0 .*data=ping'"
 }
 
 load() {

@@ -12,7 +12,9 @@
  * a caller waits for a free slot, then for its response, each bounded by its
  * timeout. When the link session ends, every waiting caller returns
  * -ENOLINK at once. A timed-out request keeps its slot until its response
- * arrives (and is ignored) or the session ends.
+ * arrives (and is ignored) or the session ends. An answered request keeps
+ * its waiter until its caller took the outcome: a later request in the same
+ * slot would reset the waiter under it.
  */
 
 #include <linux/io.h>
@@ -327,11 +329,18 @@ static void cmd_work(struct work_struct *work)
 	kfree(req);
 }
 
+/* The next request's slot: free at the peer, its waiter's caller gone. */
+static bool cmd_slot_free(struct ntrdma_cmd *c)
+{
+	u32 pos = READ_ONCE(c->req_pos);
+
+	return (u32)(pos - READ_ONCE(c->rsp_cons)) < NTRDMA_CMD_RING &&
+	       !READ_ONCE(c->w[ntrdma_ring_idx(pos, NTRDMA_CMD_RING)].held);
+}
+
 static bool cmd_room(struct ntrdma_cmd *c)
 {
-	return !READ_ONCE(c->active) ||
-	       (u32)(READ_ONCE(c->req_pos) - READ_ONCE(c->rsp_cons)) <
-	       NTRDMA_CMD_RING;
+	return !READ_ONCE(c->active) || cmd_slot_free(c);
 }
 
 /* A free slot, or the deadline passed (-ETIMEDOUT) or a signal (-EINTR). */
@@ -402,7 +411,7 @@ static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
 			goto out_unlock;
 		}
 		/* Slots below rsp_cons are answered or cleared by stop. */
-		if ((u32)(c->req_pos - c->rsp_cons) < NTRDMA_CMD_RING)
+		if (cmd_slot_free(c))
 			break;
 		spin_unlock_irqrestore(&c->lock, flags);
 		rc = cmd_wait_room(c, deadline, intr);
@@ -416,6 +425,7 @@ static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
 	w = &c->w[ntrdma_ring_idx(seq, NTRDMA_CMD_RING)];
 	w->busy = true;
 	w->abandoned = false;
+	WRITE_ONCE(w->held, true);
 	w->rsp = rsp;
 	w->rsp_cap = rsp_cap;
 	w->rsp_len = 0;
@@ -431,6 +441,7 @@ static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
 	ntrdma_vdb_ring(ndev, NTRDMA_VDB_CMD);
 
 	left = cmd_wait_answer(w, deadline, intr);
+	ntrdma_fault_pause(ndev, "cmd_answer");
 	spin_lock_irqsave(&c->lock, flags);
 	if (left > 0 || completion_done(&w->done)) {
 		rc = w->status;
@@ -442,7 +453,9 @@ static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
 		rc = left < 0 ? -EINTR : -ETIMEDOUT;
 		atomic64_inc(&ndev->stats.cmd_timeouts);
 	}
+	WRITE_ONCE(w->held, false);
 	spin_unlock_irqrestore(&c->lock, flags);
+	wake_up_all(&c->credit_wait);
 	return rc;
 
 out_unlock:

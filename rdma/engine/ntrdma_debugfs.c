@@ -4,8 +4,9 @@
  * the faces' own lines (struct ntrdma_face's show).
  * /sys/kernel/debug/ntrdma/<dev>/cmd: command channel diagnostics. Writing
  * "echo TEXT" or "delay MS [TIMEOUT_MS]" sends that request to the peer and
- * blocks until it is answered, fails or times out; reading shows the outcome
- * of the last one: "rc=N usecs=T data=TEXT".
+ * blocks until it is answered, fails or times out; reading shows the
+ * outcomes of the last NTRDMA_CMD_LOG, oldest first, one per line:
+ * "REQUEST: rc=N usecs=T data=TEXT".
  * Each face may add files of its own to the folder (struct ntrdma_face's
  * debugfs callback).
  */
@@ -116,8 +117,8 @@ static ssize_t ntrdma_cmd_write(struct file *f, const char __user *ubuf,
 	}
 	rsp[rlen] = 0;
 	mutex_lock(&ndev->dbg_lock);
-	snprintf(ndev->cmd_result, sizeof(ndev->cmd_result),
-		 "rc=%d usecs=%lld data=%s", rc,
+	snprintf(ndev->cmd_log[ndev->cmd_logged++ % NTRDMA_CMD_LOG],
+		 NTRDMA_CMD_LOG_LINE, "%s: rc=%d usecs=%lld data=%s", line, rc,
 		 ktime_us_delta(ktime_get(), t0), rsp);
 	mutex_unlock(&ndev->dbg_lock);
 	return count;
@@ -126,9 +127,13 @@ static ssize_t ntrdma_cmd_write(struct file *f, const char __user *ubuf,
 static int ntrdma_cmd_show(struct seq_file *s, void *unused)
 {
 	struct ntrdma_dev *ndev = s->private;
+	unsigned int i;
 
 	mutex_lock(&ndev->dbg_lock);
-	seq_printf(s, "%s\n", ndev->cmd_result);
+	i = ndev->cmd_logged - min_t(unsigned int, ndev->cmd_logged,
+				     NTRDMA_CMD_LOG);
+	for (; i < ndev->cmd_logged; i++)
+		seq_printf(s, "%s\n", ndev->cmd_log[i % NTRDMA_CMD_LOG]);
 	mutex_unlock(&ndev->dbg_lock);
 	return 0;
 }

@@ -43,7 +43,9 @@
  *                      peer's QP export or withdrawal, before it is
  *                      applied); the Ethernet
  *                      face's: carrier (the carrier work saw the peer's
- *                      netdev up, under its lock)
+ *                      netdev up, under its lock); the engine's:
+ *                      cmd_answer (a command's caller woke, before it
+ *                      takes the answer)
  *   proto_error        this side ends the session as on a protocol error
  *                      of the peer (counted): an end at a known moment,
  *                      where a malformed index the peer's own traffic

@@ -71,6 +71,10 @@ struct ntrdma_stats {
 
 #define NTRDMA_CMD_DELAY_MAX_MS	5000
 
+/* debugfs cmd: the outcomes it shows, the room for one */
+#define NTRDMA_CMD_LOG		16
+#define NTRDMA_CMD_LOG_LINE	224
+
 struct ntrdma_cmd_waiter {
 	struct completion done;
 	int status;
@@ -79,6 +83,7 @@ struct ntrdma_cmd_waiter {
 	u16 rsp_len;
 	bool busy;		/* request sent, no answer yet */
 	bool abandoned;		/* its caller gave up waiting */
+	bool held;		/* its caller has not taken the outcome */
 };
 
 struct ntrdma_cmd {
@@ -257,8 +262,9 @@ struct ntrdma_dev {
 	struct page **canary_pages;
 	unsigned int canary_npages;
 	struct dentry *debugfs;
-	struct mutex dbg_lock;		/* cmd_result */
-	char cmd_result[128];
+	struct mutex dbg_lock;		/* cmd_log, cmd_logged */
+	char cmd_log[NTRDMA_CMD_LOG][NTRDMA_CMD_LOG_LINE];
+	unsigned int cmd_logged;	/* outcomes so far */
 
 	/* faces: what each face's add returned, and the netdev one of them
 	 * published for the others (read without a lock: it changes only
