@@ -9,6 +9,9 @@
 # A system that is absent or a test it does not support gives value NA and
 # the reason. Guest CPU seconds are busy time from /proc/stat (user, nice,
 # system, irq, softirq, steal) of every guest, taken around the client run.
+# perftest's throughput rows also get the kernel's CPU per message of each
+# end (system, irq, softirq): perftest spins on its CQs in user space, so
+# this is the driver's work (a side's own row: "... kernel CPU, responder").
 #
 # Every tool's raw output is kept in $NTRDMA_OUT/raw/.
 #
@@ -87,14 +90,17 @@ record() {
 	fi
 }
 
-# Busy jiffies of this guest and of guest b (pair topology; else 0).
-busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
-cpu_now() {
-	local a b=0
-	a=$(busy)
-	if is_pair; then b=$(peer "awk '\$1 == \"cpu\" { print \$2 + \$3 + \$4 + \$7 + \$8 + \$9 }' /proc/stat") || b=0; fi
+# stat_now SUM: SUM of /proc/stat's cpu line fields (jiffies) in this
+# guest and in guest b (pair topology; else 0).
+stat_now() {
+	local prog="\$1 == \"cpu\" { print $1 }" a b=0
+	a=$(awk "$prog" /proc/stat)
+	if is_pair; then b=$(peer "awk '$prog' /proc/stat") || b=0; fi
 	echo "$a ${b:-0}"
 }
+BUSY='$2 + $3 + $4 + $7 + $8 + $9'	# user nice system irq softirq steal
+KERNEL='$4 + $7 + $8'			# system irq softirq
+cpu_now() { stat_now "$BUSY"; }
 # seconds between two cpu_now readings: all, a, b (a and b NA in loop)
 cpu_delta() { # BEFORE AFTER
 	awk -v x="$1" -v y="$2" -v hz="$HZ" -v pair="$(is_pair && echo 1)" 'BEGIN {
@@ -115,7 +121,7 @@ save_raw() { # SUFFIX TEXT
 measure() {
 	local sys=$1 metric=$2 unit=$3 round=$4 c1 cpu cpu_a cpu_b
 	shift 4
-	VAL='' BYTES=0 NOTE='' CPU0='' P99='' MSGS=0 CPU_SET=''
+	VAL='' BYTES=0 NOTE='' CPU0='' P99='' MSGS=0 CPU_SET='' KCPU='' KMSGS=0
 	RAW_TAG="r$round-${sys//[^A-Za-z0-9_@]/_}-${metric//[^A-Za-z0-9_]/_}"
 	if "$@" && [ -n "$VAL" ]; then
 		c1=$(cpu_now)
@@ -126,6 +132,7 @@ measure() {
 		# a latency's tail, from the same run
 		[ -n "$P99" ] && record "$sys" "$metric p99" "$unit" "$round" "$P99" 0 0 \
 			"99th percentile of the same run"
+		[ -z "$KCPU" ] || kernel_rows "$sys" "$metric" "$round"
 	else
 		record "$sys" "$metric" "$unit" "$round" NA 0 0 "${NOTE:-failed}"
 	fi
@@ -677,13 +684,15 @@ perftest_run() {
 }
 
 perftest_once() {
-	local test=$1 size=$2 port=$((PORT++)) srvlog=/tmp/bench-srv.$$ out mode hdr line rc
+	local test=$1 size=$2 port=$((PORT++)) srvlog=/tmp/bench-srv.$$ out mode hdr line rc k0 k1
 	if [[ $test == *_lat ]]; then mode="-n $LAT_ITERS"; else mode="-D $SECS"; fi
 	$SRV "timeout $((SECS + 30)) ib_$test -d $SDEV $CM $GX -p $port -s $size $mode >$srvlog 2>&1 &"
 	sleep 1
 	cpu_mark
+	k0=$(stat_now "$KERNEL")
 	out=$($CLI "timeout $((SECS + 30)) ib_$test -d $CDEV $CM $GX -p $port -s $size $mode $DST" 2>&1)
 	rc=$?
+	k1=$(stat_now "$KERNEL")
 	sleep 0.5
 	save_raw "" "$out"
 	save_raw .server "$($SRV "cat $srvlog")"
@@ -730,6 +739,7 @@ perftest_once() {
 		read -r _ it _ VAL _ <<<"$line"
 		BYTES=$((it * size))
 		NOTE=
+		KCPU=$(cpu_delta "$k0" "$k1") KMSGS=$it
 	fi
 	[ -n "$VAL" ]
 }
@@ -766,6 +776,24 @@ qperf_run() {
 	NOTE=
 	return 0
 }
+
+# kernel_rows SYSTEM METRIC ROUND: the kernel's CPU per message of the
+# run just measured (KCPU: "ALL A B" seconds as cpu_delta gives them,
+# KMSGS messages), of each end when they are in two guests, else of the
+# guest that holds both (loop; rxe and siw on guest a alone in pair).
+kernel_rows() {
+	local all a b note="the kernel's CPU (system, irq, softirq) around the client run, tool start and end included, per message of $KMSGS"
+	read -r all a b <<<"$KCPU"
+	[ "$KMSGS" -gt 0 ] || return 0
+	if [ "$a" = NA ] || [ "$SRV" = "$CLI" ]; then
+		[ "$a" = NA ] || all=$a
+		record "$1" "$2 kernel CPU, both ends" us/msg "$3" "$(per_msg "$all")" 0 0 "$note"
+		return 0
+	fi
+	record "$1" "$2 kernel CPU, requester" us/msg "$3" "$(per_msg "$a")" 0 0 "$note (the client's guest)"
+	record "$1" "$2 kernel CPU, responder" us/msg "$3" "$(per_msg "$b")" 0 0 "$note (the server's guest)"
+}
+per_msg() { awk -v s="$1" -v m="$KMSGS" 'BEGIN { printf "%.2f", s * 1e6 / m }'; }
 
 # qperf_msg_cpu OUTPUT: MSGS and CPU_SET from qperf's own figures for its
 # timed run (-vs -vt: msg_rate, loc/rem_cpus_used, from /proc/stat of each
