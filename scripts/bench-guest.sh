@@ -54,7 +54,7 @@ ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 ntr0-win veth"}
 ETH_TESTS=${BENCH_ETH_TESTS:-"tcp1 tcp4 udp64 sp:tcp sp:tcp:bp sp:udp sp:udp:bp"}
 RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0"}
 RDMA_TESTS=${BENCH_RDMA_TESTS:-"write_bw:64 write_bw:4096 write_bw:65536 read_bw:64 read_bw:4096
-	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 send_lat:4096 write_lat:2
+	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 send_lat:64 send_lat:4096 write_lat:2
 	read_lat:2 qperf:rc_bw qperf:rc_lat fi:msg:64 fi:msg:4096 fi:msg:65536 fi:rdm:64
 	fi:rdm:4096 fi:rdm:65536"}
 FI_ITERS=${BENCH_FI_ITERS:-100}
@@ -121,7 +121,7 @@ save_raw() { # SUFFIX TEXT
 measure() {
 	local sys=$1 metric=$2 unit=$3 round=$4 c1 cpu cpu_a cpu_b
 	shift 4
-	VAL='' BYTES=0 NOTE='' CPU0='' P99='' MSGS=0 CPU_SET='' KCPU='' KMSGS=0
+	VAL='' BYTES=0 NOTE='' CPU0='' P99='' MEAN='' MSGS=0 CPU_SET='' KCPU='' KMSGS=0
 	RAW_TAG="r$round-${sys//[^A-Za-z0-9_@]/_}-${metric//[^A-Za-z0-9_]/_}"
 	if "$@" && [ -n "$VAL" ]; then
 		c1=$(cpu_now)
@@ -132,6 +132,9 @@ measure() {
 		# a latency's tail, from the same run
 		[ -n "$P99" ] && record "$sys" "$metric p99" "$unit" "$round" "$P99" 0 0 \
 			"99th percentile of the same run"
+		# beside a tool that prints only a mean (fi_pingpong, qperf)
+		[ -n "$MEAN" ] && record "$sys" "$metric mean" "$unit" "$round" "$MEAN" 0 0 \
+			"mean of the same run"
 		[ -z "$KCPU" ] || kernel_rows "$sys" "$metric" "$round"
 	else
 		record "$sys" "$metric" "$unit" "$round" NA 0 0 "${NOTE:-failed}"
@@ -683,6 +686,13 @@ perftest_run() {
 	return 1
 }
 
+# perf_col HEADER LINE RE: in perftest's result LINE, the value under the
+# first column of HEADER that matches RE.
+perf_col() {
+	awk -v h="$1" -v l="$2" -v re="$3" 'BEGIN { n = split(h, H, "[ \t]+"); split(l, L, "[ \t]+")
+		for (i = 1; i <= n; i++) if (H[i] ~ re) { print L[i]; exit } }'
+}
+
 perftest_once() {
 	local test=$1 size=$2 port=$((PORT++)) srvlog=/tmp/bench-srv.$$ out mode hdr line rc k0 k1
 	if [[ $test == *_lat ]]; then mode="-n $LAT_ITERS"; else mode="-D $SECS"; fi
@@ -719,13 +729,13 @@ perftest_once() {
 	fi
 	if [[ $test == *_lat ]]; then
 		# column t_typical (iterations mode) or t_avg
-		VAL=$(awk -v h="$hdr" -v l="$line" 'BEGIN { n = split(h, H, "[ \t]+"); split(l, L, "[ \t]+")
-			for (i = 1; i <= n; i++) if (H[i] ~ /^t_typical/) { print L[i]; exit }
-			for (i = 1; i <= n; i++) if (H[i] ~ /^t_avg/) { print L[i]; exit } }')
-		# and the 99th percentile, when the run printed one
-		P99=$(awk -v h="$hdr" -v l="$line" 'BEGIN { n = split(h, H, "[ \t]+"); split(l, L, "[ \t]+")
-			for (i = 1; i <= n; i++) if (H[i] == "99%") { print L[i]; exit } }')
+		VAL=$(perf_col "$hdr" "$line" '^t_typical')
+		[ -n "$VAL" ] || VAL=$(perf_col "$hdr" "$line" '^t_avg')
+		# and the 99th percentile and the mean, when the run printed them
+		P99=$(perf_col "$hdr" "$line" '^99%$')
 		[[ $P99 =~ ^[0-9]+(\.[0-9]+)?$ ]] || P99=
+		MEAN=$(perf_col "$hdr" "$line" '^t_avg')
+		[[ $MEAN =~ ^[0-9]+(\.[0-9]+)?$ ]] && [ "$MEAN" != "$VAL" ] || MEAN=
 		BYTES=0
 		NOTE="$LAT_ITERS iterations, typical (the median)"
 		if ! [[ $VAL =~ ^[0-9]+(\.[0-9]+)?$ ]]; then

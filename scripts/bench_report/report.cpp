@@ -397,7 +397,8 @@ struct Panel {
         bool eth = row.metric.starts_with("iperf3");
         if (kind == "eth") return eth && row.vs_link;
         if (kind == "rdma") return !eth && row.vs_link;
-        return lower_is_better(row.unit) && !row.metric.ends_with(" p99");
+        return lower_is_better(row.unit) && !row.metric.ends_with(" p99") &&
+               !row.metric.ends_with(" mean");
     }
     // value, min, max in the panel's unit
     std::array<double, 3> values(const Row& row, bool per_floor) const {

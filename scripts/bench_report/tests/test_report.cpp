@@ -202,7 +202,8 @@ TEST(Limits, LatencyOverDoorbellAndCpuPerMessage) {
         "pair\tntb_hw_ivshmem\tdoorbell round trip\tus\t1\t200\t0.5\t0\tx\t0.2\t0.3\t10000\n"
         "pair\tntrdma\tib_write_lat 2 B\tus\t1\t4\t0.02\t0\tx\t0.01\t0.01\t1000\n"
         "pair\trxe\tib_write_lat 2 B\tus\t1\t400\t0.8\t0\n"
-        "pair\trxe\tib_write_lat 2 B p99\tus\t1\t900\t0\t0\n");
+        "pair\trxe\tib_write_lat 2 B p99\tus\t1\t900\t0\t0\n"
+        "pair\trxe\tib_write_lat 2 B mean\tus\t1\t450\t0\t0\n");
     EXPECT_DOUBLE_EQ(v[1].msgs, 1000);
     EXPECT_THROW(parse_line("pair\ta\tm\tus\t1\t1\t0\t0\tx\tNA\tNA\t-1", 1), std::runtime_error);
     Report r = summarize(v);  // default limits: the doorbell round trip is the floor
@@ -218,11 +219,12 @@ TEST(Limits, LatencyOverDoorbellAndCpuPerMessage) {
     EXPECT_NE(md.find("| 0.02 | 0.01x rxe | 20.0 us/msg (a 10.0, b 10.0) |"), std::string::npos)
         << md;
     EXPECT_NE(json(v, r).find("\"ratio_to_latency_floor\": 0.02"), std::string::npos);
-    // the latency panel: ratios, the doorbell row and p99 rows left out
+    // the latency panel: ratios, the doorbell row, p99 and mean rows left out
     Chart c = chart(r, "x.png");
     const std::string& lat = c.data["chart-pair-lat.dat"];
     EXPECT_NE(lat.find("\"ib_write_lat 2 B\" 0.02 0.02 0.02 2 2 2"), std::string::npos) << lat;
     EXPECT_EQ(lat.find("p99"), std::string::npos) << lat;
+    EXPECT_EQ(lat.find("mean"), std::string::npos) << lat;
     EXPECT_EQ(lat.find("doorbell"), std::string::npos) << lat;
 }
 
