@@ -173,9 +173,7 @@ void ntrdma_cmd_stop(struct ntrdma_dev *ndev)
 		if (!w->busy)
 			continue;
 		w->busy = false;
-		if (w->abandoned) {
-			w->abandoned = false;
-		} else {
+		if (w->held) {	/* its caller still waits */
 			w->status = -ENOLINK;
 			complete(&w->done);
 		}
@@ -215,10 +213,8 @@ static void cmd_responses(struct ntrdma_dev *ndev)
 		if (!w->busy)
 			continue;
 		w->busy = false;
-		if (w->abandoned) {
-			w->abandoned = false;
+		if (!w->held)	/* its caller gave up waiting */
 			continue;
-		}
 		w->status = r.status;
 		w->rsp_len = min_t(u16, r.len, w->rsp_cap);
 		memcpy(w->rsp, r.data, w->rsp_len);
@@ -424,7 +420,6 @@ static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
 	seq = c->req_pos++;
 	w = &c->w[ntrdma_ring_idx(seq, NTRDMA_CMD_RING)];
 	w->busy = true;
-	w->abandoned = false;
 	WRITE_ONCE(w->held, true);
 	w->rsp = rsp;
 	w->rsp_cap = rsp_cap;
@@ -449,7 +444,6 @@ static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
 			*rsp_len = w->rsp_len;
 	} else {
 		/* Its slot stays taken until an answer or the session end. */
-		w->abandoned = true;
 		rc = left < 0 ? -EINTR : -ETIMEDOUT;
 		atomic64_inc(&ndev->stats.cmd_timeouts);
 	}

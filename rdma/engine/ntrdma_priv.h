@@ -82,8 +82,7 @@ struct ntrdma_cmd_waiter {
 	u16 rsp_cap;
 	u16 rsp_len;
 	bool busy;		/* request sent, no answer yet */
-	bool abandoned;		/* its caller gave up waiting */
-	bool held;		/* its caller has not taken the outcome */
+	bool held;		/* its caller waits, or has not taken the outcome */
 };
 
 struct ntrdma_cmd {
