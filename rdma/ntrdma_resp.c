@@ -345,8 +345,9 @@ static void resp_read(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 			 IB_EVENT_QP_REQ_ERR);
 		return;
 	}
-	mr = resp_rkey(qp, h, IB_ACCESS_REMOTE_READ);
-	if (!mr) {
+	/* a zero-length READ names no memory (IBA C9-88) */
+	mr = h->total ? resp_rkey(qp, h, IB_ACCESS_REMOTE_READ) : NULL;
+	if (!mr && h->total) {
 		kfree(sink);
 		resp_nak(qp, h->msn, NTRDMA_VX_SYN_ACCESS,
 			 IB_EVENT_QP_ACCESS_ERR);
@@ -413,8 +414,13 @@ static int resp_first(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h)
 	bool need_wqe = resp_needs_wqe(h);
 	int st;
 
-	if (h->op == NTRDMA_VX_WRITE) {
-		/* Checked before a receive WQE is consumed for an immediate. */
+	if (h->op == NTRDMA_VX_WRITE && h->total) {
+		/*
+		 * Checked before a receive WQE is consumed for an immediate.
+		 * A zero-length WRITE names no memory: its rkey and address
+		 * are not looked at (IBA C9-88; rsockets sends its control
+		 * messages so, with whatever key its stack held).
+		 */
 		qp->wr_mr = resp_rkey(qp, h, IB_ACCESS_REMOTE_WRITE);
 		if (!qp->wr_mr) {
 			resp_nak(qp, h->msn, NTRDMA_VX_SYN_ACCESS,
@@ -675,6 +681,11 @@ static int resp_send_read(struct ntrdma_qp *qp, struct ntrdma_rsp *r,
 		/* from r->sent on: a requester that withdrew drops the rest */
 		kfree(r->sink);
 		r->sink = NULL;
+	}
+	if (!r->total) {	/* zero-length: no MR, one empty segment */
+		h->offset = 0;
+		n = ntrdma_vx_send(qp, h, NULL, 0, NULL, 0, 0, 0);
+		return n < 0 ? n : 0;
 	}
 	do {
 		h->offset = r->sent;

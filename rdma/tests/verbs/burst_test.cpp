@@ -366,6 +366,59 @@ TEST_F(DataPath, ZeroLengthMessages) {
     }
 }
 
+// A zero-length WRITE, WRITE_WITH_IMM or READ names no memory: the
+// responder looks at neither its rkey nor its address (IBA C9-88).
+// rsockets sends its control messages as zero-length WRITE_WITH_IMMs with
+// whatever key its stack held; refusing them failed its QPs at random.
+TEST_F(DataPath, ZeroLengthIgnoresRkeyAndAddress) {
+    Conn c = Connect();
+    Buf* rbuf = Reg(b_, 64, kLocal);
+    ASSERT_FALSE(HasFailure());
+    std::memset(rbuf->p(), 0xEE, 64);
+    ASSERT_EQ(PostRecv(c.b, 1, {rbuf->sge(0, 64)}), 0);
+    Wr write;
+    write.op = IBV_WR_RDMA_WRITE;
+    write.wr_id = 21;
+    write.raddr = 0xdead0000beefull;
+    write.rkey = 0xfffffff7;
+    Wr wimm = write;
+    wimm.op = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wimm.wr_id = 22;
+    wimm.rkey = 0;
+    wimm.imm = htonl(78);
+    Wr read = write;
+    read.op = IBV_WR_RDMA_READ;
+    read.wr_id = 23;
+    read.rkey = 0x12345678;
+    ASSERT_EQ(PostChain(c.a, {write, wimm, read}), 0);
+    std::vector<ibv_wc> s = PollCq(a_.scq, 3);
+    ASSERT_EQ(s.size(), 3u);
+    for (size_t i = 0; i < 3; i++) {
+        EXPECT_EQ(s[i].status, IBV_WC_SUCCESS) << WcStr(s[i]);
+        EXPECT_EQ(s[i].wr_id, 21 + i);
+    }
+    std::vector<ibv_wc> r = PollCq(b_.rcq, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
+    EXPECT_EQ(r[0].opcode, IBV_WC_RECV_RDMA_WITH_IMM);
+    EXPECT_EQ(r[0].byte_len, 0u);
+    EXPECT_EQ(r[0].imm_data, htonl(78));
+    for (size_t i = 0; i < 64; i++)
+        ASSERT_EQ(rbuf->p()[i], 0xEE) << "zero-length message wrote at " << i;
+    // The QP still works: a SEND after them arrives.
+    ASSERT_EQ(PostRecv(c.b, 2, {rbuf->sge(0, 64)}), 0);
+    Wr snd;
+    snd.wr_id = 24;
+    ASSERT_EQ(Post(c.a, snd), 0);
+    s = PollCq(a_.scq, 1);
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].status, IBV_WC_SUCCESS) << WcStr(s[0]);
+    r = PollCq(b_.rcq, 1);
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].status, IBV_WC_SUCCESS) << WcStr(r[0]);
+    EXPECT_EQ(r[0].wr_id, 2u);
+}
+
 // Destroying both QPs while large WRITEs are in flight returns promptly,
 // and the target MR can be deregistered right after (no reference left
 // behind, no hang, no oops).
