@@ -443,6 +443,38 @@ drop:
 	spin_unlock_irqrestore(&qp->sq_lock, flags);
 }
 
+/**
+ * ntrdma_req_peer_acked() - what the peer's DISC says it executed
+ * @qp: the QP whose peer ends the connection (before its flush)
+ * @msn: the msn the peer's responder expects next
+ *
+ * The peer's ACKs travel on the data path; its DISC, on the command
+ * channel, may come first. The SENDs and WRITEs before @msn complete as
+ * those ACKs would have completed them. READs and atomics still need their
+ * answers; the flush that follows takes what is left.
+ */
+void ntrdma_req_peer_acked(struct ntrdma_qp *qp, u32 msn)
+{
+	unsigned long flags;
+	u32 cons, n;
+	int d;
+
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	cons = qp->sq.kpos;
+	if ((qp->state != IB_QPS_RTS && qp->state != IB_QPS_SQD) ||
+	    cons == qp->sq_fetched)
+		goto out;
+	d = ntrdma_vx_msn_diff(msn & NTRDMA_VX_MSN_MASK, swqe(qp, cons)->msn);
+	if (d <= 0)
+		goto out;
+	/* only WQEs that went out; the peer's figure is bounded by them */
+	n = min3((u32)d, qp->sq_send - cons + 1, qp->sq_fetched - cons);
+	req_ack_before(qp, cons + n);
+	req_complete(qp);
+out:
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+}
+
 /*
  * The QP entered ERR (or RESET with @post false): every WQE the data path
  * holds completes, its own error status or IB_WC_WR_FLUSH_ERR, oldest

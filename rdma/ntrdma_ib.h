@@ -671,6 +671,7 @@ void ntrdma_req_init(struct ntrdma_qp *qp);
 void ntrdma_req_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 		   const void *payload, u32 len);
 void ntrdma_req_flush(struct ntrdma_qp *qp, bool post);
+void ntrdma_req_peer_acked(struct ntrdma_qp *qp, u32 msn);
 bool req_complete(struct ntrdma_qp *qp);
 void req_arm_ack(struct ntrdma_qp *qp);
 
@@ -690,6 +691,7 @@ void ntrdma_resp_rx(struct ntrdma_qp *qp, const struct ntrdma_vx_hdr *h,
 int ntrdma_resp_tx(struct ntrdma_qp *qp);
 void ntrdma_resp_flush(struct ntrdma_qp *qp, bool post);
 void ntrdma_resp_tx_owed(struct ntrdma_qp *qp);
+u32 ntrdma_resp_next_msn(struct ntrdma_qp *qp);
 
 /* ntrdma_qp.c: for the data path */
 void ntrdma_qp_error(struct ntrdma_qp *qp, enum ib_event_type ev);

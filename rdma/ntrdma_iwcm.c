@@ -92,6 +92,7 @@ struct ntrdma_cep {
 struct cm_end {
 	u32 id, peer_id;
 	bool loopback;
+	u32 ack_msn;		/* DISC: NTRDMA_CM_ACKED | our QP's next msn */
 };
 
 struct ntrdma_cm_listener {
@@ -628,6 +629,7 @@ static int cm_send_answer(struct ntrdma_ib *nib, u16 op,
 	m->cep = to->id;
 	m->peer_cep = to->peer_id;
 	m->qpn = qpn;
+	m->ack_msn = to->ack_msn;
 	m->ird = ird;
 	m->ord = ord;
 	m->pdata_len = pdata_len;
@@ -786,6 +788,9 @@ static void cm_close_locked(struct ntrdma_cep *cep, struct cm_end *disc)
 	if (cep->notify_peer)
 		*disc = (struct cm_end){ cep->id, cep->peer_id,
 					  cep->loopback };
+	if (cep->notify_peer && cep->qp)
+		disc->ack_msn = NTRDMA_CM_ACKED |
+				ntrdma_resp_next_msn(cep->qp);
 	if (cep->cm_id && cep->state == CEP_ESTABLISHED)
 		cm_event(cep, cep->cm_id, IW_CM_EVENT_CLOSE, 0, NULL, 0);
 	cm_cep_detach(cep);
@@ -817,7 +822,13 @@ static int cm_disc(struct ntrdma_ib *nib, const struct ntrdma_wire_cm *m,
 	cep = cm_find(nib, m->peer_cep, m->cep, CEP_ESTABLISHED, loopback);
 	if (cep) {
 		cep->notify_peer = false;	/* it knows */
-		/* The QP flushes; its move to ERR closes the connection. */
+		/*
+		 * What the peer executed completes first (its ACKs may still
+		 * be on the data path), then the QP flushes; its move to ERR
+		 * closes the connection.
+		 */
+		if (cep->qp && (m->ack_msn & NTRDMA_CM_ACKED))
+			ntrdma_req_peer_acked(cep->qp, m->ack_msn);
 		if (cep->qp)
 			ntrdma_qp_cm_disconnected(cep->qp);
 	}

@@ -773,6 +773,25 @@ static int resp_send_short(struct ntrdma_qp *qp, const struct ntrdma_rsp *r,
 }
 
 /**
+ * ntrdma_resp_next_msn() - the msn the responder expects next
+ * @qp: a QP leaving its connection
+ *
+ * Every SEND and WRITE before it was executed (a DISC tells the peer).
+ *
+ * Return: the msn.
+ */
+u32 ntrdma_resp_next_msn(struct ntrdma_qp *qp)
+{
+	unsigned long flags;
+	u32 msn;
+
+	spin_lock_irqsave(&qp->sq_lock, flags);
+	msn = qp->resp_msn;
+	spin_unlock_irqrestore(&qp->sq_lock, flags);
+	return msn;
+}
+
+/**
  * ntrdma_resp_tx_owed() - the short answers owed go out, if they fit now
  * @qp: a QP its user takes out of RTR, RTS or SQD (its sq_lock held; the
  *	caller publishes with ntrdma_vx_flush_tx() after unlocking)

@@ -282,6 +282,7 @@ static void vx_rx_work(struct work_struct *work)
 	vx->polling = false;
 	if (!READ_ONCE(vx->active))
 		return;
+	ntrdma_fault_pause(vx->ndev, "vx_rx");
 	for (n = 0; n < NTRDMA_VX_BUDGET; n++) {
 		rc = ntrdma_tqp_poll_recv(vx->tqp, &c, NTRDMA_VX_BUF);
 		if (rc <= 0)

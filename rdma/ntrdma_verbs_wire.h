@@ -236,6 +236,12 @@ struct ntrdma_wire_cm {
 	u32 cep;		/* the sender's connection id */
 	u32 peer_cep;		/* the receiver's (0 in REQ) */
 	u32 qpn;		/* the sender's QP */
+	/*
+	 * DISC: NTRDMA_CM_ACKED | the msn the sender's QP expects next as
+	 * responder. Every SEND and WRITE before it was executed there; the
+	 * ACKs saying so travel on the data path, which DISC may overtake.
+	 */
+	u32 ack_msn;
 	u8 ird, ord;
 	u8 family;		/* AF_INET or AF_INET6 (REQ) */
 	u8 pdata_len;
@@ -389,6 +395,7 @@ static inline int ntrdma_wire_check_qp_export(const struct ntrdma_wire_qp_export
 	return 0;
 }
 
+#define NTRDMA_CM_ACKED		0x80000000u
 #define NTRDMA_CM_PDATA_MAX	(NTRDMA_CMD_DATA - sizeof(struct ntrdma_wire_cm))
 
 #endif /* NTRDMA_VERBS_WIRE_H */

@@ -18,7 +18,7 @@
 . "$(dirname "$0")/lib/verbs.sh"
 
 T=${CM_TIMEOUT:-60}
-NTESTS=25
+NTESTS=26
 SIP=10.79.3.2
 CIP=10.79.3.1
 
@@ -348,7 +348,36 @@ else
 fi
 PORT=$((PORT + 1))
 
-# 18-21: libfabric's fi_pingpong over its verbs provider: FI_EP_MSG (rdma_cm
+# 18: the passive side disconnects as soon as a SEND arrived, the SEND's
+# ACK still on its way: the SEND completes with success. The client holds
+# that window open in 3 of 4 rounds: its next receive pass waits (inject
+# "pause MS vx_rx" on its device, written through fd 3), and the DISC comes
+# first on the command channel.
+ACKR=$NTRDMA_ROOT/build/user/rdma/tests/cm/ntrdma_cm_ack_race
+CINJ=$(grep -l "^ntb: $LOCAL_DEV\$" "$DEBUGFS"/ntrdma/*/info 2>/dev/null |
+	head -1 | xargs -r dirname)/inject
+if [ ! -x "$ACKR" ]; then
+	ktap_fail "DISC before the ACK: $ACKR not built"
+elif [ ! -w "$CINJ" ]; then
+	ktap_fail "DISC before the ACK: no inject file for $LOCAL_DEV (test hooks)"
+else
+	run_pair "DISC before the ACK" "$ACKR server $SIP $PORT 3" \
+		"$ACKR client $SIP $PORT 3 /proc/self/fd/3" 3>"$CINJ"
+	rc=$?
+	PORT=$((PORT + 1))
+	if [ "$rc" = 0 ] && [ "$SRC" = 0 ]; then
+		run_pair "DISC before the ACK" "$ACKR server $SIP $PORT 1" \
+			"$ACKR client $SIP $PORT 1"
+		rc=$?
+	fi
+	grep -E "round|rounds" <<<"$SOUT" | head -5 | sed 's/^/# server> /'
+	grep -E "round|SENDs" <<<"$OUT" | head -5 | sed 's/^/# client> /'
+	ktap_check "DISC before the ACK: the SEND succeeds, 3 rounds held and 1 not" \
+		test "$rc" = 0 -a "$SRC" = 0
+fi
+PORT=$((PORT + 1))
+
+# 19-22: libfabric's fi_pingpong over its verbs provider: FI_EP_MSG (rdma_cm
 # connected RC QPs) and FI_EP_RDM (ofi_rxm over them; MPI libraries over OFI
 # use it), with the receiver checking the data (-c). RDM runs with
 # libfabric's defaults: rxm sizes its CQ for every peer of the universe,
@@ -388,7 +417,7 @@ else
 	ktap_check "fi_pingpong FI_EP_RDM 64 KiB: 50 checked round trips" fi_pp rdm 65536 50
 fi
 
-# 22: nothing left behind: no QP, no cm_id (rdma resource)
+# 23: nothing left behind: no QP, no cm_id (rdma resource)
 sleep 1
 left=$(rdma resource show qp 2>/dev/null | grep -c "$CDEV")
 cm=$(rdma resource show cm_id 2>/dev/null | grep -c "$CDEV")
@@ -415,7 +444,7 @@ stream_then() {
 	rm -f $f.cli
 }
 
-# 23: the peer's driver goes away during an rdma_cm stream
+# 24: the peer's driver goes away during an rdma_cm stream
 if is_pair; then
 	stream_then 'peer "modprobe -r ntrdma"'
 else
@@ -425,7 +454,7 @@ ktap_check "peer driver gone during ib_write_bw -R: stream failed (exit $STREAM_
 	test "$STREAM_RC" != 0 -a "$STREAM_RC" != 124 -a "$STREAM_S" -lt 30
 S "pkill -f ib_write_bw" 2>/dev/null
 
-# 24: it comes back: rping connects again
+# 25: it comes back: rping connects again
 if is_pair; then peer "modprobe ntrdma"; else echo "$REMOTE_DEV" > $NTB_DRV/bind; fi
 ends_up || ktap_diag "no ping to $SIP after the peer returned"
 wait_for 15 port_is "$CDEV" PORT_ACTIVE
@@ -438,7 +467,7 @@ else
 fi
 PORT=$((PORT + 1))
 
-# 25: our own driver unloaded during an rdma_cm stream
+# 26: our own driver unloaded during an rdma_cm stream
 UNLOAD_RC=
 stream_then 'timeout 60 modprobe -r ntrdma; UNLOAD_RC=$?'
 ktap_check "driver unloaded during ib_write_bw -R: modprobe -r exit ${UNLOAD_RC:-?}, stream exit $STREAM_RC after $STREAM_S s" \

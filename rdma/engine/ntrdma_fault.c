@@ -41,7 +41,8 @@
  *                      (an MR export starts), accept (an rdma_cm accept
  *                      heard back from the other end), qp_export (the
  *                      peer's QP export or withdrawal, before it is
- *                      applied); the Ethernet
+ *                      applied), vx_rx (a receive pass of the verbs
+ *                      transport, before it takes anything); the Ethernet
  *                      face's: carrier (the carrier work saw the peer's
  *                      netdev up, under its lock); the engine's:
  *                      cmd_answer (a command's caller woke, before it
