@@ -382,13 +382,17 @@ PORT=$((PORT + 1))
 # use it), with the receiver checking the data (-c). RDM runs with
 # libfabric's defaults: rxm sizes its CQ for every peer of the universe,
 # (tx + rx) x FI_UNIVERSE_SIZE entries, which a device must allow.
-# fi_pingpong's own TCP exchange listens on PORT (-B / -P).
+# fi_pingpong's own TCP exchange listens on PORT (-B / -P). In loop each
+# end names its device (-d): libfabric's verbs provider otherwise takes the
+# first one, whose address is in the other namespace (ENODEV).
+FI_SDOM= FI_CDOM=
+is_pair || { FI_SDOM="-d $(ibdev_of "$REMOTE_DEV")"; FI_CDOM="-d $CDEV"; }
 fi_listening() { S "ss -Hltn 'sport = :$1' | grep -q ."; }
 fi_pp() { # EP SIZE ITERS
 	local f=/tmp/cm-fi.$$ rc args="-p verbs -e $1 -S $2 -I $3 -c"
-	S "rm -f $f.*; (timeout $((T + 10)) fi_pingpong $args -B $PORT >$f.out 2>&1; echo \$? >$f.rc) </dev/null >/dev/null 2>&1 &"
+	S "rm -f $f.*; (timeout $((T + 10)) fi_pingpong $args $FI_SDOM -B $PORT >$f.out 2>&1; echo \$? >$f.rc) </dev/null >/dev/null 2>&1 &"
 	wait_for 15 fi_listening "$PORT" || ktap_diag "fi_pingpong: no listener on port $PORT after 15 s"
-	OUT=$(C "timeout $T fi_pingpong $args -P $PORT $SIP" 2>&1)
+	OUT=$(C "timeout $T fi_pingpong $args $FI_CDOM -P $PORT $SIP" 2>&1)
 	rc=$?
 	wait_for 15 S "test -s $f.rc" || S "pkill -f 'fi_pingpong.*-B $PORT'"
 	SRC=$(S "cat $f.rc 2>/dev/null")
