@@ -60,6 +60,7 @@ struct Conn {
         mr = ibv_reg_mr(id->pd, buf.data(), kLen, IBV_ACCESS_LOCAL_WRITE);
         return mr != nullptr;
     }
+    ibv_sge Sge() { return {reinterpret_cast<uintptr_t>(buf.data()), kLen, mr->lkey}; }
     ~Conn() {
         if (id && id->qp) {
             rdma_destroy_qp(id);
@@ -74,7 +75,7 @@ struct Conn {
 };
 
 bool PostRecv(Conn& c) {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(c.buf.data()), kLen, c.mr->lkey};
+    ibv_sge sge = c.Sge();
     ibv_recv_wr wr{};
     ibv_recv_wr* bad = nullptr;
     wr.wr_id = 1;
@@ -131,23 +132,11 @@ int Server(rdma_event_channel* ch, const addrinfo* ai, int rounds) {
     return good == rounds ? 0 : 1;
 }
 
-bool Connect(rdma_event_channel* ch, const addrinfo* ai, Conn& c) {
-    rdma_conn_param cp{};
-    cp.initiator_depth = cp.responder_resources = 1;
-    cp.retry_count = 7;
-    cp.rnr_retry_count = 7;
-    return !rdma_create_id(ch, &c.id, nullptr, RDMA_PS_TCP) &&
-           !rdma_resolve_addr(c.id, nullptr, ai->ai_addr, 2000) &&
-           NextEvent(ch, 5000) == RDMA_CM_EVENT_ADDR_RESOLVED && !rdma_resolve_route(c.id, 2000) &&
-           NextEvent(ch, 5000) == RDMA_CM_EVENT_ROUTE_RESOLVED && MakeQp(c.id) && c.Reg() &&
-           !rdma_connect(c.id, &cp) && NextEvent(ch, 10000) == RDMA_CM_EVENT_ESTABLISHED;
-}
-
 // One connection on the active side: 1 when its SEND succeeded, 0 when
 // it failed, -1 when there was no connection.
 int SendOne(rdma_event_channel* ch, const addrinfo* ai, int round, const std::string& inject) {
     Conn c;
-    if (!Connect(ch, ai, c)) {
+    if (ntcm::Connect(ch, ai, &c.id) != RDMA_CM_EVENT_ESTABLISHED || !c.Reg()) {
         return -1;
     }
     for (uint32_t i = 0; i < kLen; i++) {
@@ -161,7 +150,7 @@ int SendOne(rdma_event_channel* ch, const addrinfo* ai, int round, const std::st
             return 0;
         }
     }
-    ibv_sge sge{reinterpret_cast<uintptr_t>(c.buf.data()), kLen, c.mr->lkey};
+    ibv_sge sge = c.Sge();
     ibv_send_wr wr{};
     ibv_send_wr* bad = nullptr;
     wr.wr_id = 2;
@@ -199,24 +188,11 @@ int Client(rdma_event_channel* ch, const addrinfo* ai, int rounds, const std::st
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 5) {
-        std::fprintf(stderr, "usage: %s server|client ADDR PORT ROUNDS [INJECT]\n", argv[0]);
-        return 2;
-    }
-    const std::string mode = argv[1];
-    const int rounds = std::atoi(argv[4]);
-    addrinfo* ai = nullptr;
-    if (!ntcm::Resolve(argv[2], argv[3], &ai)) {
-        return 2;
-    }
-    rdma_event_channel* ch = rdma_create_event_channel();
-    if (!ch) {
-        std::perror("rdma_create_event_channel");
-        return 2;
-    }
-    const int rc =
-        mode == "server" ? Server(ch, ai, rounds) : Client(ch, ai, rounds, argc > 5 ? argv[5] : "");
-    rdma_destroy_event_channel(ch);
-    freeaddrinfo(ai);
-    return rc;
+    return ntcm::Run(argc, argv, 4, "server|client ADDR PORT ROUNDS [INJECT]",
+                     [&](rdma_event_channel* ch, const addrinfo* ai) {
+                         const int rounds = std::atoi(argv[4]);
+                         return std::string(argv[1]) == "server"
+                                    ? Server(ch, ai, rounds)
+                                    : Client(ch, ai, rounds, argc > 5 ? argv[5] : "");
+                     });
 }

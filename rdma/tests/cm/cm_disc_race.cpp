@@ -147,16 +147,7 @@ int Server(rdma_event_channel* ch, const addrinfo* ai, int rounds, int paused,
 // One connection on the active side, its QP destroyed once connected.
 bool ConnectOne(rdma_event_channel* ch, const addrinfo* ai, int round) {
     rdma_cm_id* id = nullptr;
-    int ev = -1;
-    if (!rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) &&
-        !rdma_resolve_addr(id, nullptr, ai->ai_addr, 2000) &&
-        NextEvent(ch, 5000) == RDMA_CM_EVENT_ADDR_RESOLVED && !rdma_resolve_route(id, 2000) &&
-        NextEvent(ch, 5000) == RDMA_CM_EVENT_ROUTE_RESOLVED && MakeQp(id)) {
-        rdma_conn_param cp{};
-        cp.initiator_depth = cp.responder_resources = 1;
-        cp.retry_count = 7;
-        ev = rdma_connect(id, &cp) ? -1 : NextEvent(ch, 10000);
-    }
+    const int ev = ntcm::Connect(ch, ai, &id);
     const bool ok = ev == RDMA_CM_EVENT_ESTABLISHED;
     // At once: the DISC may reach the passive side before its accept
     // heard back.
@@ -195,29 +186,13 @@ int Client(rdma_event_channel* ch, const addrinfo* ai, int rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 5) {
-        std::fprintf(stderr, "usage: %s server|client ADDR PORT ROUNDS [PAUSED INJECT]\n", argv[0]);
-        return 2;
-    }
-    const std::string mode = argv[1];
-    const int rounds = std::atoi(argv[4]);
-    addrinfo* ai = nullptr;
-    if (!ntcm::Resolve(argv[2], argv[3], &ai)) {
-        return 2;
-    }
-    rdma_event_channel* ch = rdma_create_event_channel();
-    if (!ch) {
-        std::perror("rdma_create_event_channel");
-        return 2;
-    }
-    int rc;
-    if (mode == "server") {
-        const int paused = argc > 6 ? std::atoi(argv[5]) : 0;
-        rc = Server(ch, ai, rounds, paused, argc > 6 ? argv[6] : "");
-    } else {
-        rc = Client(ch, ai, rounds);
-    }
-    rdma_destroy_event_channel(ch);
-    freeaddrinfo(ai);
-    return rc;
+    return ntcm::Run(argc, argv, 4, "server|client ADDR PORT ROUNDS [PAUSED INJECT]",
+                     [&](rdma_event_channel* ch, const addrinfo* ai) {
+                         const int rounds = std::atoi(argv[4]);
+                         if (std::string(argv[1]) != "server") {
+                             return Client(ch, ai, rounds);
+                         }
+                         const int paused = argc > 6 ? std::atoi(argv[5]) : 0;
+                         return Server(ch, ai, rounds, paused, argc > 6 ? argv[6] : "");
+                     });
 }

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 
 namespace ntcm {
 
@@ -71,6 +72,50 @@ inline bool Resolve(const char* addr, const char* port, addrinfo** res) {
         return false;
     }
     return true;
+}
+
+// The active side's connection on a new @id: address, route, the small
+// QP, connect. The last event: RDMA_CM_EVENT_ESTABLISHED, or what came
+// instead (-1: none, or a step failed).
+inline int Connect(rdma_event_channel* ch, const addrinfo* ai, rdma_cm_id** id) {
+    if (rdma_create_id(ch, id, nullptr, RDMA_PS_TCP)) {
+        *id = nullptr;
+        return -1;
+    }
+    if (rdma_resolve_addr(*id, nullptr, ai->ai_addr, 2000) ||
+        NextEvent(ch, 5000) != RDMA_CM_EVENT_ADDR_RESOLVED || rdma_resolve_route(*id, 2000) ||
+        NextEvent(ch, 5000) != RDMA_CM_EVENT_ROUTE_RESOLVED || !MakeQp(*id)) {
+        return -1;
+    }
+    rdma_conn_param cp{};
+    cp.initiator_depth = cp.responder_resources = 1;
+    cp.retry_count = 7;
+    return rdma_connect(*id, &cp) ? -1 : NextEvent(ch, 10000);
+}
+
+// main() of a program "NAME server|client ADDR PORT ..." with at least
+// @nargs arguments: @run with the event channel and ADDR:PORT resolved;
+// its exit status, or 2 when the arguments or the set-up failed.
+inline int Run(int argc, char** argv, int nargs, const char* usage,
+               const std::function<int(rdma_event_channel*, const addrinfo*)>& run) {
+    if (argc < nargs + 1) {
+        std::fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+        return 2;
+    }
+    addrinfo* ai = nullptr;
+    if (!Resolve(argv[2], argv[3], &ai)) {
+        return 2;
+    }
+    rdma_event_channel* ch = rdma_create_event_channel();
+    if (!ch) {
+        std::perror("rdma_create_event_channel");
+        freeaddrinfo(ai);
+        return 2;
+    }
+    const int rc = run(ch, ai);
+    rdma_destroy_event_channel(ch);
+    freeaddrinfo(ai);
+    return rc;
 }
 
 }  // namespace ntcm
