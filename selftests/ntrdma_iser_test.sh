@@ -9,11 +9,11 @@
 # in with iscsiadm.
 # Subtests:
 # - the target's portal on the peer has iSER enabled
-# - login through the iser interface: the session's transport is iser and
+# - login through the iser interface: the login's transport is iser and
 #   its disk appears
 # - ISER_MB MiB written to the disk and read back (direct I/O), same
 #   sha256; the write and read rates are figures
-# - logout: the session and its disk go
+# - logout: the login and its disk go
 # - the same over iSCSI/TCP on ntr0 (the alternative a user has on the
 #   same link), for the figures beside ours: login, data, logout
 # - the target comes down: no QP or cm_id left on either device,
@@ -32,8 +32,7 @@
 MB=${ISER_MB:-64}
 SIP=10.79.7.2
 CIP=10.79.7.1
-# The target's iSCSI name, in the EUI-64 form (eui. and 16 hex digits):
-# "NTRDA" in ASCII hex, then a target number.
+# The target's iSCSI name, in the EUI-64 form: eui. and 16 hex digits.
 IQN=eui.4e54524441000001
 CFS=/sys/kernel/config/target
 TPG=$CFS/iscsi/$IQN/tpgt_1
@@ -43,9 +42,9 @@ SRC=/dev/shm/ntrdma-iser.src
 BACK=/dev/shm/ntrdma-iser.back
 NAMES=(
 	"LIO target on the peer: portal $SIP:3260 with iSER enabled"
-	"login over iser: session transport iser, disk present"
+	"login over iser: transport iser, disk present"
 	"iSER: ${MB} MiB written, read back, same sha256"
-	"logout over iser: session and disk gone"
+	"logout over iser: login and disk gone"
 	"iSCSI over tcp on ntr0: login, ${MB} MiB written, read back, same sha256, logout"
 	"target down: no QP or cm_id left, ib_isert and ib_iser unload"
 )
@@ -105,7 +104,7 @@ iscsid
 head -c $((MB << 20)) /dev/urandom > $SRC
 WANT=$(sha256sum < $SRC | cut -d' ' -f1)
 
-# The session's disk (this guest has no other SCSI disk).
+# The logged-in target's disk (this guest has no other SCSI disk).
 disk() {
 	local b
 	b=$(ls -d /sys/class/iscsi_session/session*/device/target*/*/block/* 2>/dev/null | head -1)
@@ -115,7 +114,7 @@ disk() {
 login() {
 	timeout 60 iscsiadm -m discovery -t st -p "$SIP:3260" -I "$1" 2>&1 | sed 's/^/# discovery: /'
 	timeout 60 iscsiadm -m node -T "$IQN" -p "$SIP:3260" -I "$1" --login 2>&1 | sed 's/^/# login: /'
-	iscsiadm -m session 2>&1 | sed 's/^/# session: /'
+	iscsiadm -m session 2>&1 | sed 's/^/# logins: /'
 	wait_for 20 eval '[ -n "$(disk)" ]' || { dmesg_tail; return 1; }
 	DISK=$(disk)
 	ktap_diag "disk $DISK, $(($(blockdev --getsize64 "$DISK") >> 20)) MiB"
