@@ -176,8 +176,8 @@ perf_bw_once() {
 	[ $rc = 0 ] && [ $src = 0 ]
 }
 
-# 7: the DMA channel refusing every 3rd copy (a full ring): the sender
-# falls back to the CPU or waits for the next completion; no error
+# 7: the DMA channel refusing every 3rd copy (a full ring): the refused
+# copy stays staged and is handed over again a jiffy later; no error
 copy=$(info_of A copy)
 if [ "$copy" = cpu ]; then
 	ktap_skip "DMA channel refusing copies" "no DMA channel: copies by CPU"
@@ -192,8 +192,8 @@ else
 fi
 
 # 8: the DMA channel refusing a copy in the middle of a message (after
-# taking others of it): the rest goes by CPU, the completion once the
-# queued copies are done; no error and no session restart
+# taking others of it): the rest follows when the channel takes it, in
+# order; no error and no session restart
 if [ "$copy" = cpu ]; then
 	ktap_skip "DMA channel refusing copies mid-message" "no DMA channel: copies by CPU"
 else

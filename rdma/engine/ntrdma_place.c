@@ -5,12 +5,12 @@
  * sends, by the TQP's DMA channel or by the CPU.
  *
  * With a channel, a placement of more than place_copybreak bytes, or one
- * that finds copies of its TQP still on the channel, is queued there: one
- * copy per piece, each with a callback; the placement completes (send_done
- * with the user's cookie) when the last of its copies has. Channels
- * complete in order, so a later send of the TQP (which goes on the channel
- * while placements are pending) lands after the placed bytes, and
- * placements complete in the order they were queued. Without a channel, or
+ * that finds copies of its TQP still on the channel, is staged for it
+ * (ntrdma_xfer.c): one copy per piece, each with a callback; the placement
+ * completes (send_done with the user's cookie) when the last of its copies
+ * has. Channels complete in order, so a later send of the TQP (which goes
+ * on the channel while placements are pending) lands after the placed
+ * bytes, and placements complete in the order they were queued. Without a channel, or
  * for a small placement with nothing pending, the CPU copies at once, at
  * most NTRDMA_TQP_PLACE_CPU bytes a call (interrupts are off).
  *
@@ -68,7 +68,6 @@ void ntrdma_place_start(struct ntrdma_tqp *tqp)
 	lockdep_assert_held(&tqp->tx_lock);
 	tqp->plc_pos = 0;
 	tqp->plc_done = 0;
-	tqp->plc_tail = NULL;
 }
 
 static void place_cpu(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
@@ -92,31 +91,21 @@ static bool place_may_write(struct ntrdma_tqp *tqp)
 	       !ntrdma_link_peer_gone(tqp->ndev);
 }
 
-/* A placement's copies are over: it is no tail, its pages are unmapped. */
-static void place_release(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p)
-{
-	lockdep_assert_held(&tqp->tx_lock);
-	p->nrest = 0;
-	if (tqp->plc_tail == p)
-		tqp->plc_tail = NULL;
-	ntrdma_tqp_unmap(tqp, &p->maps);
-}
-
 /*
  * An abandoned placement's last copy is done: the stop reported it, and
  * the device may be gone since (an orphan TQP): only the TQP's own state.
  */
 static void place_forget(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p)
 {
+	lockdep_assert_held(&tqp->tx_lock);
 	p->abandoned = false;
-	place_release(tqp, p);
+	ntrdma_tqp_unmap(tqp, &p->maps);
 	ntrdma_tqp_abandoned_done(tqp);
 }
 
 /*
- * The placement's last copy is done: the pieces the channel refused are
- * copied now (every earlier copy is done, and nothing later went), then it
- * is unmapped. Its cookie, for send_done; NULL if the stop reported it.
+ * The placement's last copy is done: it is unmapped. Its cookie, for
+ * send_done; NULL if the stop reported it.
  */
 static void *place_finish(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p,
 			  int *status)
@@ -130,11 +119,7 @@ static void *place_finish(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p,
 	}
 	if (p->status)
 		ntrdma_link_proto_error(tqp->ndev, "DMA placement failed");
-	else if (p->nrest && !place_may_write(tqp))
-		p->status = -ENOLINK;	/* not all of it: the session ended */
-	else if (p->nrest)
-		place_cpu(tqp, p->rest, p->nrest);
-	place_release(tqp, p);
+	ntrdma_tqp_unmap(tqp, &p->maps);
 	p->cookie = NULL;
 	*status = p->status;
 	return cookie;
@@ -185,67 +170,36 @@ static void place_dma_done(void *arg, const struct dmaengine_result *res)
 	ntrdma_tqp_copy_retired(tqp, last);
 }
 
-/* Queue the copy of piece @pc of placement @p. */
-static int place_dma_one(struct ntrdma_tqp *tqp, struct ntrdma_tqp_plc *p,
-			 const struct ntrdma_tqp_piece *pc, bool first)
-{
-	struct dma_chan *chan = tqp->ndev->dma_chan;
-	struct dma_async_tx_descriptor *tx;
-	dma_addr_t src;
-
-	/* Test builds: the channel's ring is full. */
-	if (ntrdma_fault(tqp->ndev, first ? NTRDMA_FAULT_DMA_PREP :
-			 NTRDMA_FAULT_DMA_PREP_MID))
-		return -ENOMEM;
-	if (ntrdma_tqp_map(tqp, &p->maps, pc->page, pc->off, pc->len, &src))
-		return -ENOMEM;
-	tx = dmaengine_prep_dma_memcpy(chan, tqp->ndev->flat_dma + pc->dst,
-				       src, pc->len, DMA_PREP_INTERRUPT);
-	if (!tx)
-		return -ENOMEM;
-	tx->callback_result = place_dma_done;
-	tx->callback_param = p;
-	p->pending++;
-	atomic_inc(&tqp->dma_inflight);
-	if (dma_submit_error(dmaengine_submit(tx))) {
-		p->pending--;
-		atomic_dec(&tqp->dma_inflight);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
 /*
- * Queue the placement on the channel: 1 when at least its first copy was
- * taken, -ENOMEM when none was. Pieces the channel refused after that are
- * copied by the CPU once the taken ones are done (place_finish()); until
- * then it is the tail, and nothing later goes.
+ * Stage the placement for the channel: 1, or -ENOMEM with nothing staged
+ * (no room, or a page that would not map). The caller's flush hands it
+ * over (ntrdma_tqp_send_flush()).
  */
 static int place_dma(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
 		     int n, u32 len, void *cookie)
 {
 	struct ntrdma_tqp_plc *p = &tqp->plc[tqp->plc_pos % PLC_RING];
+	dma_addr_t src[NTRDMA_TQP_MAX_SGE];
 	int i;
 
 	lockdep_assert_held(&tqp->tx_lock);
-	p->status = 0;
-	p->nrest = 0;
-	for (i = 0; i < n; i++)
-		if (place_dma_one(tqp, p, &pc[i], !i))
-			break;
-	if (!p->pending) {
-		ntrdma_tqp_unmap(tqp, &p->maps);
+	if (ntrdma_xfer_room(tqp) < n)
 		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (ntrdma_tqp_map(tqp, &p->maps, pc[i].page, pc[i].off,
+				   pc[i].len, &src[i])) {
+			ntrdma_tqp_unmap(tqp, &p->maps);
+			return -ENOMEM;
+		}
 	}
-	if (i < n) {
-		memcpy(p->rest, pc + i, (n - i) * sizeof(*pc));
-		p->nrest = n - i;
-		tqp->plc_tail = p;
-	}
+	p->status = 0;
+	p->pending = n;
 	p->cookie = cookie;
 	p->len = len;
+	for (i = 0; i < n; i++)
+		ntrdma_xfer_stage(tqp, tqp->ndev->flat_dma + pc[i].dst, src[i],
+				  pc[i].len, !i, place_dma_done, p);
 	tqp->plc_pos++;
-	dma_async_issue_pending(tqp->ndev->dma_chan);
 	return 1;
 }
 
@@ -304,6 +258,8 @@ static int place_cpu_count(const struct ntrdma_tqp_piece *pc, int n)
  *	CPU copies (pages the caller cannot keep until send_done)
  *
  * After every earlier send and placement of @tqp, before any later one.
+ * What goes on the channel waits for the caller's ntrdma_tqp_send_flush(),
+ * made with none of its locks held (as for a send with @more).
  * The pages stay the caller's until the placement is done: at once when
  * this returns 0, at send_done(@cookie) when it returns 1. A CPU copy
  * behind copies still on the channel waits for them: -ENOSPC, and
@@ -328,10 +284,6 @@ int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
 	spin_lock_irqsave(&tqp->tx_lock, flags);
 	if (!place_may_write(tqp)) {
 		rc = -ENOLINK;
-		goto out;
-	}
-	if (tqp_tail_pending(tqp)) {
-		tqp->dma_wake = true;	/* after the tail */
 		goto out;
 	}
 	if (place_on_channel(tqp, len, cookie))
@@ -394,7 +346,7 @@ bool ntrdma_tqp_place_fence(struct ntrdma_tqp *tqp)
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
 	if (place_done_to(tqp, mark))
 		return true;
-	dma_async_issue_pending(tqp->ndev->dma_chan);
+	ntrdma_xfer_flush(tqp);
 	wait_event_timeout(tqp->dma_wait, place_done_to(tqp, mark) ||
 			   READ_ONCE(tqp->abandoned), PLACE_FENCE_WAIT);
 	if (place_done_to(tqp, mark))

@@ -112,10 +112,25 @@ struct ntrdma_tqp_slot {
 	struct ntrdma_tqp *tqp;
 	void *cookie;
 	u32 len;
-	bool tail;		/* copies queued, completion by tail_work */
 	bool abandoned;		/* reported at stop; its DMA still runs */
-	dma_cookie_t last;	/* the last copy queued */
 	struct ntrdma_tqp_maps maps;
+};
+
+/*
+ * Copies staged for the channel at once, per TQP (ntrdma_xfer.c): room for
+ * a few dozen messages of NTRDMA_TQP_MAX_SGE pieces; a sender that finds
+ * none waits for a completion, as for a full channel.
+ */
+#define NTRDMA_TQP_XFER_RING	1024
+
+/* One staged copy. */
+struct ntrdma_tqp_xfer {
+	dma_addr_t dst;
+	dma_addr_t src;
+	u32 len;
+	bool first;		/* of its message or placement */
+	dma_async_tx_callback_result cb;
+	void *param;
 };
 
 /* Placements on the channel at once, per TQP (they complete in order). */
@@ -130,8 +145,6 @@ struct ntrdma_tqp_plc {
 	bool abandoned;		/* reported at stop; its DMA still runs */
 	int status;
 	struct ntrdma_tqp_maps maps;
-	int nrest;		/* pieces the channel refused: CPU, at the end */
-	struct ntrdma_tqp_piece rest[NTRDMA_TQP_MAX_SGE];
 };
 
 struct ntrdma_tqp {
@@ -149,8 +162,6 @@ struct ntrdma_tqp {
 	u32 tx_pos;		/* next peer buffer to fill */
 	u32 tx_done;		/* copies finished up to here */
 	u32 tx_published;	/* cq_prod last written to the peer */
-	struct ntrdma_tqp_slot *tail;	/* the channel refused part of it */
-	struct delayed_work tail_work;	/* completes the tail slot */
 	bool dma_wake;		/* a sender waits for a DMA completion */
 	bool tx_waiting;	/* a sender asked for TXWAKE */
 	bool rx_armed;		/* the receiver asked for RX and sleeps */
@@ -158,7 +169,11 @@ struct ntrdma_tqp {
 	struct ntrdma_tqp_plc *plc;	/* placements on the channel */
 	u32 plc_pos;		/* placements queued (under tx_lock) */
 	u32 plc_done;		/* ...and completed, in order */
-	struct ntrdma_tqp_plc *plc_tail;	/* has pieces for the CPU */
+	struct ntrdma_tqp_xfer *xfer;	/* copies staged for the channel */
+	u32 xfer_prod;		/* staged (under tx_lock) */
+	u32 xfer_cons;		/* handed over (by the flusher) */
+	unsigned long xfer_busy;	/* a flusher runs */
+	struct delayed_work xfer_work;	/* a flush where the caller can't */
 	struct ntrdma_tqp_slot *slot;
 	struct ntrdma_wire_cqe *stage;	/* completions the DMA copies */
 	dma_addr_t stage_dma;
@@ -284,18 +299,7 @@ static inline struct ntrdma_wire_tqp __iomem *tqp_peer(struct ntrdma_tqp *tqp)
 static inline bool tqp_copies_pending(struct ntrdma_tqp *tqp)
 {
 	lockdep_assert_held(&tqp->tx_lock);
-	return tqp->tail || tqp->tx_done != tqp->tx_pos ||
-	       tqp->plc_done != tqp->plc_pos;
-}
-
-/*
- * A message or placement the channel took only in part is finished by CPU
- * after its copies: nothing later may go, not even on the channel.
- */
-static inline bool tqp_tail_pending(struct ntrdma_tqp *tqp)
-{
-	lockdep_assert_held(&tqp->tx_lock);
-	return tqp->tail || tqp->plc_tail;
+	return tqp->tx_done != tqp->tx_pos || tqp->plc_done != tqp->plc_pos;
 }
 
 /* tqp.c: the channel's mappings of source pages */
@@ -310,6 +314,16 @@ void ntrdma_tqp_copy_retired(struct ntrdma_tqp *tqp, bool wake);
 int ntrdma_place_init(struct ntrdma_tqp *tqp);
 void ntrdma_place_start(struct ntrdma_tqp *tqp);
 void ntrdma_place_abandon(struct ntrdma_tqp *tqp);
+
+/* xfer.c: copies staged under tx_lock, handed to the channel after it */
+int ntrdma_xfer_init(struct ntrdma_tqp *tqp);
+void ntrdma_xfer_fini(struct ntrdma_tqp *tqp);
+u32 ntrdma_xfer_room(struct ntrdma_tqp *tqp);
+void ntrdma_xfer_stage(struct ntrdma_tqp *tqp, dma_addr_t dst, dma_addr_t src,
+		       u32 len, bool first, dma_async_tx_callback_result cb,
+		       void *param);
+void ntrdma_xfer_flush(struct ntrdma_tqp *tqp);
+void ntrdma_xfer_kick(struct ntrdma_tqp *tqp);
 
 /* link.c */
 int ntrdma_link_init(struct ntrdma_dev *ndev);

@@ -13,10 +13,11 @@
  * never writes a buffer that was not posted: with none posted, send returns
  * -ENOSPC after asking the peer for a TXWAKE doorbell.
  *
- * With DMA, data and completion go on one channel in order; the producer
- * index and the doorbell follow from the completion callback, which is also
- * where the sender learns that its buffers are free again (send_done). A
- * message of at most tx_copybreak bytes that finds no DMA copy of its TQP in
+ * With DMA, data and completion go on one channel in order (staged under
+ * the lock, handed over after it: ntrdma_xfer.c); the producer index and
+ * the doorbell follow from the completion callback, which is also where
+ * the sender learns that its buffers are free again (send_done). A message
+ * of at most tx_copybreak bytes that finds no DMA copy of its TQP in
  * flight is copied by the CPU instead, as without a channel.
  *
  * Sessions: positions start at epoch ^ peer_epoch, so a descriptor, index or
@@ -113,8 +114,6 @@ static void tqp_vdb_kick(struct ntrdma_dev *ndev, void *ctx)
 		tqp->ops->kick(tqp->ctx);
 }
 
-static void tqp_tail_work(struct work_struct *work);
-
 static const ntrdma_vdb_fn tqp_vdb_fns[NTRDMA_TQP_VDBS] = {
 	[NTRDMA_TQP_VDB_RX] = tqp_vdb_rx,
 	[NTRDMA_TQP_VDB_TXWAKE] = tqp_vdb_txwake,
@@ -166,7 +165,6 @@ struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev,
 	tqp->ctx = ctx;
 	spin_lock_init(&tqp->tx_lock);
 	init_waitqueue_head(&tqp->dma_wait);
-	INIT_DELAYED_WORK(&tqp->tail_work, tqp_tail_work);
 	tqp->slot = kvcalloc(TQP_RING, sizeof(*tqp->slot), GFP_KERNEL);
 	if (!tqp->slot) {
 		rc = -ENOMEM;
@@ -191,6 +189,8 @@ struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev,
 			goto err_slot;
 		}
 		rc = ntrdma_place_init(tqp);
+		if (!rc)
+			rc = ntrdma_xfer_init(tqp);
 		if (rc)
 			goto err_stage;
 	}
@@ -206,8 +206,9 @@ struct ntrdma_tqp *ntrdma_tqp_create(struct ntrdma_dev *ndev,
 err_vdb:
 	while (i--)
 		ntrdma_vdb_unregister(ndev, NTRDMA_VDB_TQP(id, i));
-	kfree(tqp->plc);
 err_stage:
+	kvfree(tqp->xfer);
+	kfree(tqp->plc);
 	tqp_free_stage(tqp);
 err_slot:
 	kvfree(tqp->slot);
@@ -231,7 +232,7 @@ void ntrdma_tqp_destroy(struct ntrdma_tqp *tqp)
 	for (i = 0; i < NTRDMA_TQP_VDBS; i++)
 		ntrdma_vdb_unregister(ndev, NTRDMA_VDB_TQP(tqp->id, i));
 	ndev->tqp[tqp->id] = NULL;
-	cancel_delayed_work_sync(&tqp->tail_work);
+	ntrdma_xfer_fini(tqp);
 	/* A callback's last touch of the TQP is under tx_lock. */
 	spin_lock_irqsave(&tqp->tx_lock, flags);
 	tqp->orphan = atomic_read(&tqp->dma_inflight);
@@ -243,6 +244,7 @@ void ntrdma_tqp_destroy(struct ntrdma_tqp *tqp)
 		return;
 	}
 	tqp_free_stage(tqp);
+	kvfree(tqp->xfer);
 	kfree(tqp->plc);
 	kvfree(tqp->slot);
 	kfree(tqp);
@@ -385,13 +387,13 @@ static void tqp_abandon(struct ntrdma_tqp *tqp)
 		spin_lock_irqsave(&tqp->tx_lock, flags);
 		cookie = s->cookie;
 		len = s->len;
-		if (cookie && !s->tail) {
+		if (cookie) {
 			s->cookie = NULL;
 			s->abandoned = true;
 			ntrdma_tqp_abandon_one(tqp);
 		}
 		spin_unlock_irqrestore(&tqp->tx_lock, flags);
-		if (cookie && !s->tail)
+		if (cookie)
 			tqp->ops->send_done(tqp->ctx, cookie, len, -EIO);
 	}
 	ntrdma_place_abandon(tqp);
@@ -400,29 +402,6 @@ static void tqp_abandon(struct ntrdma_tqp *tqp)
 	tqp->dma_wake = false;
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
 	wake_up(&tqp->dma_wait);	/* a fence stops waiting */
-}
-
-/*
- * A tail slot at session end (its completion was never written): once its
- * copies are done it is unmapped; the sender learns -EIO either way (see
- * tqp_abandon() for the pages).
- */
-static void tqp_reap_tail(struct ntrdma_tqp *tqp)
-{
-	struct dma_chan *chan = tqp->ndev->dma_chan;
-	unsigned long deadline = jiffies + TQP_STOP_WAIT;
-	struct ntrdma_tqp_slot *s = tqp->tail;
-
-	while (dma_async_is_tx_complete(chan, s->last, NULL, NULL) ==
-	       DMA_IN_PROGRESS && time_before(jiffies, deadline))
-		usleep_range(1000, 2000);
-	if (dma_async_is_tx_complete(chan, s->last, NULL, NULL) !=
-	    DMA_IN_PROGRESS)
-		tqp_unmap_slot(tqp, s);
-	s->tail = false;
-	tqp->tail = NULL;
-	tqp->ops->send_done(tqp->ctx, s->cookie, s->len, -EIO);
-	s->cookie = NULL;
 }
 
 /**
@@ -442,13 +421,10 @@ void ntrdma_tqp_stop(struct ntrdma_tqp *tqp)
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
 	if (!tqp->ndev->dma_chan)
 		return;
-	cancel_delayed_work_sync(&tqp->tail_work);
-	dma_async_issue_pending(tqp->ndev->dma_chan);
+	ntrdma_xfer_flush(tqp);
 	if (!wait_event_timeout(tqp->dma_wait, !atomic_read(&tqp->dma_inflight),
 				TQP_STOP_WAIT))
 		tqp_abandon(tqp);
-	if (tqp->tail)
-		tqp_reap_tail(tqp);
 }
 
 /* ---- the peer's end ---- */
@@ -768,57 +744,6 @@ static void tqp_dma_done(void *arg, const struct dmaengine_result *res)
 	ntrdma_tqp_copy_retired(tqp, false);
 }
 
-/*
- * The tail slot's completion, once its queued copies and every earlier
- * message are done: written by CPU and published; the senders waiting
- * behind it go on. Polled every jiffy (the queued copies have no
- * callback); at session end ntrdma_tqp_stop() reaps the slot instead.
- */
-static void tqp_tail_work(struct work_struct *work)
-{
-	struct ntrdma_tqp *tqp = container_of(to_delayed_work(work),
-					      struct ntrdma_tqp, tail_work);
-	struct ntrdma_wire_tqp __iomem *pt;
-	struct ntrdma_tqp_slot *s;
-	unsigned long flags;
-	u32 seq, len;
-	void *cookie;
-	bool wake;
-
-	spin_lock_irqsave(&tqp->tx_lock, flags);
-	s = tqp->tail;
-	pt = tqp_peer(tqp);
-	seq = tqp->tx_pos - 1;		/* the tail is the last message */
-	if (!s || !READ_ONCE(tqp->active) || !pt)
-		goto out;
-	if (tqp->tx_done != seq ||
-	    dma_async_is_tx_complete(tqp->ndev->dma_chan, s->last, NULL,
-				     NULL) == DMA_IN_PROGRESS) {
-		schedule_delayed_work(&tqp->tail_work, 1);
-		goto out;
-	}
-	memcpy_toio(&pt->cqe[ntrdma_ring_idx(seq, TQP_RING)],
-		    &tqp->stage[ntrdma_ring_idx(seq, TQP_RING)],
-		    sizeof(struct ntrdma_wire_cqe));
-	tqp_unmap_slot(tqp, s);
-	cookie = s->cookie;
-	len = s->len;
-	s->cookie = NULL;
-	s->tail = false;
-	tqp->tail = NULL;
-	tqp->tx_done++;
-	tqp_publish(tqp, tqp->tx_done);
-	wake = tqp->dma_wake;
-	tqp->dma_wake = false;
-	spin_unlock_irqrestore(&tqp->tx_lock, flags);
-	tqp->ops->send_done(tqp->ctx, cookie, len, 0);
-	if (wake)
-		tqp->ops->tx_space(tqp->ctx);
-	return;
-out:
-	spin_unlock_irqrestore(&tqp->tx_lock, flags);
-}
-
 /* Where completion @seq of this TQP lives in the peer's memory. */
 static dma_addr_t tqp_peer_cqe_dma(struct ntrdma_tqp *tqp, u32 seq)
 {
@@ -829,107 +754,48 @@ static dma_addr_t tqp_peer_cqe_dma(struct ntrdma_tqp *tqp, u32 seq)
 	       ntrdma_ring_idx(seq, TQP_RING) * sizeof(struct ntrdma_wire_cqe);
 }
 
-/*
- * The channel refused a copy of a message after taking earlier ones (@i:
- * the first it did not take; @nsge: only the completion): the rest of the
- * data goes by CPU now, to @dst, and the completion once the queued copies
- * are done (tqp_tail_work()). No later message is sent until then, so
- * completions reach the peer in order.
- */
-static void tqp_dma_tail(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
-			 void __iomem *dst, const struct ntrdma_tqp_sge *sg,
-			 int i, int nsge, const struct ntrdma_wire_cqe *c)
+/* Stage the completion of the message in @s, with the DMA callback. */
+static void tqp_dma_cqe(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
+			const struct ntrdma_wire_cqe *c)
 {
-	lockdep_assert_held(&tqp->tx_lock);
-	tqp_cpu_copy(dst, sg + i, nsge - i);
-	tqp->stage[ntrdma_ring_idx(c->seq, TQP_RING)] = *c;
-	s->tail = true;
-	tqp->tail = s;
-	dma_async_issue_pending(tqp->ndev->dma_chan);
-	schedule_delayed_work(&tqp->tail_work, 1);
-}
-
-/* Queue the completion of the message in @s, with the DMA callback. */
-static int tqp_dma_cqe(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
-		       const struct ntrdma_wire_cqe *c)
-{
-	struct dma_chan *chan = tqp->ndev->dma_chan;
 	u32 idx = ntrdma_ring_idx(c->seq, TQP_RING);
-	struct dma_async_tx_descriptor *tx;
+	dma_addr_t src = tqp->stage_dma + idx * sizeof(*c);
 
-	if (ntrdma_fault(tqp->ndev, NTRDMA_FAULT_DMA_PREP_MID))
-		return -ENOMEM;
 	tqp->stage[idx] = *c;
-	dma_sync_single_for_device(chan->device->dev,
-				   tqp->stage_dma + idx * sizeof(*c),
-				   sizeof(*c), DMA_TO_DEVICE);
-	tx = dmaengine_prep_dma_memcpy(chan, tqp_peer_cqe_dma(tqp, c->seq),
-				       tqp->stage_dma + idx * sizeof(*c),
-				       sizeof(*c), DMA_PREP_INTERRUPT);
-	if (!tx)
-		return -ENOMEM;
-	tx->callback_result = tqp_dma_done;
-	tx->callback_param = s;
-	atomic_inc(&tqp->dma_inflight);
-	if (dma_submit_error(dmaengine_submit(tx))) {
-		atomic_dec(&tqp->dma_inflight);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-/* Queue one copy of @len bytes; its cookie in s->last. */
-static int tqp_dma_one(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
-		       dma_addr_t dst, const struct ntrdma_tqp_sge *sg,
-		       bool first)
-{
-	struct dma_chan *chan = tqp->ndev->dma_chan;
-	struct dma_async_tx_descriptor *tx;
-	dma_cookie_t cookie;
-	dma_addr_t src;
-
-	/* Test builds: the channel's ring is full. */
-	if (ntrdma_fault(tqp->ndev, first ? NTRDMA_FAULT_DMA_PREP :
-			 NTRDMA_FAULT_DMA_PREP_MID))
-		return -ENOMEM;
-	if (ntrdma_tqp_map(tqp, &s->maps, sg->page, sg->off, sg->len, &src))
-		return -ENOMEM;
-	tx = dmaengine_prep_dma_memcpy(chan, dst, src, sg->len, 0);
-	if (!tx)
-		return -ENOMEM;
-	cookie = dmaengine_submit(tx);
-	if (dma_submit_error(cookie))
-		return -ENOMEM;
-	s->last = cookie;
-	return 0;
+	dma_sync_single_for_device(tqp->dma_dev, src, sizeof(*c),
+				   DMA_TO_DEVICE);
+	ntrdma_xfer_stage(tqp, tqp_peer_cqe_dma(tqp, c->seq), src, sizeof(*c),
+			  false, tqp_dma_done, s);
 }
 
 /*
- * Queue the copies of one message (to @off in the flat window) and its
- * completion on the channel. 0: queued, the callback follows. -ENOMEM:
- * nothing queued. 1: some copies were queued and the channel refused the
- * rest: the message finishes as a tail slot (tqp_dma_tail()).
+ * Stage the copies of one message (to @off in the flat window) and its
+ * completion for the channel: 0, or -ENOMEM with nothing staged (no room,
+ * or a page that would not map).
  */
 static int tqp_dma_copy(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
 			u64 off, const struct ntrdma_tqp_sge *sg, int nsge,
 			const struct ntrdma_wire_cqe *c)
 {
-	struct ntrdma_dev *ndev = tqp->ndev;
+	dma_addr_t src[NTRDMA_TQP_MAX_SGE];
 	int i;
 
+	if (ntrdma_xfer_room(tqp) < nsge + 1)
+		return -ENOMEM;
 	for (i = 0; i < nsge; i++) {
-		if (tqp_dma_one(tqp, s, ndev->flat_dma + off, &sg[i], !i))
-			break;
+		if (ntrdma_tqp_map(tqp, &s->maps, sg[i].page, sg[i].off,
+				   sg[i].len, &src[i])) {
+			tqp_unmap_slot(tqp, s);
+			return -ENOMEM;
+		}
+	}
+	for (i = 0; i < nsge; i++) {
+		ntrdma_xfer_stage(tqp, tqp->ndev->flat_dma + off, src[i],
+				  sg[i].len, !i, NULL, NULL);
 		off += sg[i].len;
 	}
-	if (i == nsge && !tqp_dma_cqe(tqp, s, c))
-		return 0;
-	if (!i) {
-		tqp_unmap_slot(tqp, s);
-		return -ENOMEM;
-	}
-	tqp_dma_tail(tqp, s, ndev->flat + off, sg, i, nsge, c);
-	return 1;
+	tqp_dma_cqe(tqp, s, c);
+	return 0;
 }
 
 /**
@@ -940,11 +806,14 @@ static int tqp_dma_copy(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
  * @len: the message's length (the sum of @sg)
  * @meta: the user's word, delivered with the completion
  * @cookie: handed to send_done
- * @more: more sends follow: the producer index and the doorbell wait for
- *	a later send or ntrdma_tqp_send_flush()
+ * @more: more sends follow: the DMA copies, the producer index and the
+ *	doorbell wait for a later send or ntrdma_tqp_send_flush()
  *
  * Any context but hard irq. send_done reports when the pages may be reused:
- * at once with the CPU copy, from the DMA callback otherwise.
+ * at once with the CPU copy, from the DMA callback otherwise. A caller
+ * that holds a lock with interrupts off passes @more and calls
+ * ntrdma_tqp_send_flush() after dropping it, also after an error: the DMA
+ * engine is called there (ntrdma_xfer.c).
  *
  * Return: 0 when it is on its way, -ENOSPC when no buffer is posted or
  * the DMA channel is full (tx_space follows the next post or the next DMA
@@ -972,12 +841,10 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 		goto out;
 	}
 	/*
-	 * Completions stay in order: this one waits for the tail. A slot
-	 * is reused only once the copy that used it is done (which
+	 * A slot is reused only once the copy that used it is done (which
 	 * tqp_post_prod_ok() already implies).
 	 */
-	if (tqp_tail_pending(tqp) ||
-	    (u32)(tqp->tx_pos - tqp->tx_done) >= TQP_RING) {
+	if ((u32)(tqp->tx_pos - tqp->tx_done) >= TQP_RING) {
 		tqp->dma_wake = true;
 		rc = -ENOSPC;
 		goto out;
@@ -999,24 +866,23 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 		s->cookie = cookie;
 		s->len = len;
 		rc = tqp_dma_copy(tqp, s, d.addr, sg, nsge, &c);
-		if (rc >= 0) {
+		if (!rc) {
 			tqp->tx_pos++;
-			if (!more)
-				dma_async_issue_pending(ndev->dma_chan);
 			spin_unlock_irqrestore(&tqp->tx_lock, flags);
+			if (!more)
+				ntrdma_xfer_flush(tqp);
 			return 0;
 		}
 		/* Not on the channel: tqp_abandon() must not report it. */
 		s->cookie = NULL;
 		/*
-		 * The channel took nothing (a fixed ring that is full): not an
-		 * error. With none of this TQP's copies in flight the CPU
-		 * copies it, in order; else the sender waits for the next
-		 * completion (tx_space), which frees room.
+		 * No room among the staged copies, or a page that would not
+		 * map: not an error. With none of this TQP's copies in flight
+		 * the CPU copies it, in order; else the sender waits for the
+		 * next completion (tx_space), which frees room.
 		 */
 		if (tqp_copies_pending(tqp)) {
 			tqp->dma_wake = true;
-			dma_async_issue_pending(ndev->dma_chan);
 			rc = -ENOSPC;
 			goto out;
 		}
@@ -1036,18 +902,19 @@ out:
 }
 
 /**
- * ntrdma_tqp_send_flush() - let sends made with @more go
+ * ntrdma_tqp_send_flush() - let sends and placements made with @more go
  * @tqp: the TQP
  *
- * Starts the DMA queue and publishes what the CPU copied (copies finished
- * in order up to tx_done: the DMA callbacks publish the rest).
+ * Hands the staged copies to the DMA channel and publishes what the CPU
+ * copied (copies finished in order up to tx_done: the DMA callbacks
+ * publish the rest). Call it with none of the locks held under which
+ * they were made.
  */
 void ntrdma_tqp_send_flush(struct ntrdma_tqp *tqp)
 {
 	unsigned long flags;
 
-	if (tqp->ndev->dma_chan)
-		dma_async_issue_pending(tqp->ndev->dma_chan);
+	ntrdma_xfer_flush(tqp);
 	spin_lock_irqsave(&tqp->tx_lock, flags);
 	if (READ_ONCE(tqp->active))
 		tqp_publish(tqp, tqp->tx_done);
