@@ -19,6 +19,12 @@
  * descriptor is then freed here; its callback never runs); `refused` counts
  * both. 0 (the default): never. stall=1 stops it as a hung engine: no
  * descriptor starts until stall=0 (terminate_all still drops them).
+ *
+ * A client must not call prep, submit, issue_pending or tx_status with
+ * interrupts off: ioat and plx_dma take spin_lock_bh there (its unlock runs
+ * softirqs), and their tx_status runs completion callbacks. This engine
+ * needs neither, so it warns instead (ivdma_check_ctx()): a test run fails
+ * on such a call.
  */
 
 #include <linux/delay.h>
@@ -55,6 +61,13 @@ MODULE_PARM_DESC(stall,
 #define IVDMA_LOCAL_BYTES	(16 * 1024)
 
 static atomic_t ivdma_preps, ivdma_submits, ivdma_refused;
+
+/* A call that a real engine would run softirqs or callbacks in. */
+static void ivdma_check_ctx(const char *what)
+{
+	WARN_ONCE(irqs_disabled() || in_hardirq(),
+		  "ntb_hw_ivshmem: DMA %s called with interrupts off\n", what);
+}
 
 static int ivdma_refused_get(char *buf, const struct kernel_param *kp)
 {
@@ -202,6 +215,7 @@ static dma_cookie_t ivdma_submit(struct dma_async_tx_descriptor *tx)
 	unsigned long flags;
 	dma_cookie_t cookie;
 
+	ivdma_check_ctx("submit");
 	if (ivdma_refuse(&ivdma_submits, READ_ONCE(fail_submit_every))) {
 		kfree(desc);
 		return -ENOSPC;
@@ -224,6 +238,7 @@ ivdma_prep_memcpy(struct dma_chan *chan, dma_addr_t dst, dma_addr_t src,
 {
 	struct ivdma_desc *desc;
 
+	ivdma_check_ctx("prep");
 	if (ivdma_refuse(&ivdma_preps, READ_ONCE(fail_prep_every)))
 		return NULL;
 	desc = kzalloc(sizeof(*desc), GFP_NOWAIT);
@@ -261,6 +276,7 @@ static void ivdma_issue_pending(struct dma_chan *chan)
 	size_t bytes;
 	bool any;
 
+	ivdma_check_ctx("issue_pending");
 	spin_lock_irqsave(&d->lock, flags);
 	any = !list_empty(&d->submitted);
 	bytes = d->submitted_bytes;
@@ -279,6 +295,7 @@ static enum dma_status ivdma_tx_status(struct dma_chan *chan,
 	dma_cookie_t last, used;
 	unsigned long flags;
 
+	ivdma_check_ctx("tx_status");
 	spin_lock_irqsave(&d->lock, flags);
 	last = chan->completed_cookie;
 	used = chan->cookie;

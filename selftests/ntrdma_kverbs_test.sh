@@ -36,6 +36,7 @@ NAMES=(
 	"send with invalidate"
 	"frmr per i/o"
 	"read with invalidate under a read"
+	"send posted with interrupts off"
 )
 
 ktap_header
