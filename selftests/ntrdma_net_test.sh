@@ -14,8 +14,8 @@
 
 IPERF_SECS=${IPERF_SECS:-4}
 # Load/unload cycles under traffic: 6 tell a leaked session (32 MiB per
-# side) or a refcount; make soak's 100 cycles, with peer kills, are the
-# long form (NTRDMA_CYCLES=N for more here).
+# side) or a refcount (make check runs 3); make soak's 100 cycles, with
+# peer kills, are the long form (NTRDMA_CYCLES=N for more here).
 CYCLES=${NTRDMA_CYCLES:-6}
 A_IP=10.78.0.1
 B_IP=10.78.0.2
