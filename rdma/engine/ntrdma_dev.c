@@ -234,12 +234,18 @@ struct net_device *ntrdma_dev_netdev(struct ntrdma_dev *ndev)
 	return READ_ONCE(ndev->netdev);
 }
 
-/* A DMA_MEMCPY channel, preferably on the NTB's NUMA node. */
+/*
+ * A DMA_MEMCPY channel, preferably on the NTB's NUMA node. Not idxd's: its
+ * prep sleeps while its work queue is full, and sends flush their copies
+ * from softirq context (ntrdma_xfer.c).
+ */
 static bool ntrdma_dma_filter(struct dma_chan *chan, void *arg)
 {
 	struct ntrdma_dev *ndev = arg;
 	int node = dev_to_node(&ndev->ntb->pdev->dev);
 
+	if (!strcmp(dev_driver_string(chan->device->dev), "idxd"))
+		return false;
 	return node == NUMA_NO_NODE ||
 	       dev_to_node(chan->device->dev) == node;
 }
