@@ -320,8 +320,12 @@ s1=$(mem_kb)
 r1=$(refs)
 ktap_diag "cycles $cyc_ok/$CYCLES; MemAvailable ${s0} -> ${s1} kB; refcnt '$r0' -> '$r1'; $(grep '^TCP:' /proc/net/sockstat)"
 ktap_check "$CYCLES load/unload cycles under traffic" test "$cyc_ok" = "$CYCLES"
-ktap_check "no leak: module refcounts equal, MemAvailable within 8 MiB per cycle" \
-	test "$r0" = "$r1" -a $((s0 - s1)) -lt $((CYCLES * 8192))
+# MemAvailable moves by up to about 18 MiB over a run without a leak (page
+# cache, slabs): 8 MiB per cycle, at least 32 MiB, still shows a leaked
+# session (32 MiB per side, every cycle) from 3 cycles on.
+mem_slack=$((CYCLES * 8192 > 32768 ? CYCLES * 8192 : 32768))
+ktap_check "no leak: module refcounts equal, MemAvailable within $((mem_slack / 1024)) MiB" \
+	test "$r0" = "$r1" -a $((s0 - s1)) -lt "$mem_slack"
 
 # 21-23: counters and state from debugfs and ethtool after a fresh start
 bring_up
