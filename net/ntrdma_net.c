@@ -706,6 +706,7 @@ static netdev_tx_t ntr_start_xmit(struct sk_buff *skb, struct net_device *dev)
 		/* Carrier just went off: the stack would drop it too. */
 		ntr_count(&q->txc, &q->txc.dropped, 1);
 		dev_kfree_skb_any(skb);
+		ntrdma_tqp_send_flush(q->tqp);	/* what xmit_more held back */
 		return NETDEV_TX_OK;
 	}
 	n = ntr_skb_sges(skb, sg);

@@ -26,7 +26,7 @@
 FUZZ_SECS=${FUZZ_SECS:-60}
 
 ktap_header
-ktap_plan 14
+ktap_plan 15
 
 need_ntb_pair
 if is_pair; then B="peer"; else B="sh -c"; fi
@@ -266,6 +266,40 @@ else
 	ktap_check "a hung DMA engine at a session's end: the stop gives up after 10 s, no new session until the engine runs again, then both faces work" \
 		stall_at_session_end
 	ntb_dma_stall 0
+fi
+
+# 10b: a DMA channel that refuses every copy (fail dma_prep 1) under
+# ib_send_bw: after 2 s without a copy A ends the session; its stop gives
+# up after 10 s; the copies it staged never reached the channel, so they
+# are dropped, and a new session comes up while the channel still
+# refuses; both faces work once it takes copies again.
+refused_at_session_end() {
+	local n0 n1 cli srv up
+	n0=$(abandoned_count)
+	peer "timeout 60 ib_send_bw -d $PEER_IBDEV -p 18707 -D 30 -s 65536 >/tmp/rf_srv.log 2>&1" &
+	srv=$!
+	sleep 2
+	timeout 60 ib_send_bw -d "$IBDEV" -p 18707 -D 30 -s 65536 "$SERVER_IP" >/tmp/rf_cli.log 2>&1 &
+	cli=$!
+	sleep 3
+	inject A "fail dma_prep 1"
+	wait_for 40 abandoned_above "$n0"
+	n1=$(abandoned_count)
+	if wait_for 20 link_up; then up=yes; else up=no; fi
+	inject A "fail dma_prep 0"
+	ktap_diag "refusing channel: $((n1 - n0)) TQP stop(s) gave up, new session while it refused: $up"
+	wait "$cli"
+	wait "$srv"
+	[ "$n1" -gt "$n0" ] && [ $up = yes ] || return 1
+	wait_for 30 link_up || { ktap_diag "no session after the channel took copies again"; return 1; }
+	faces_ok
+}
+if [ "$copy" = cpu ]; then
+	ktap_skip "a refusing DMA channel at a session's end" "no DMA channel: copies by CPU"
+else
+	ktap_check "a DMA channel refusing every copy: the session ends, its stop gives up and drops what it staged, a new session comes up, then both faces work" \
+		refused_at_session_end
+	inject A "fail dma_prep 0"
 fi
 
 # 11: a peer that posts more receive buffers than its ring holds while our

@@ -147,7 +147,8 @@ int ntrdma_cmd_call_in(struct ntrdma_dev *ndev, u32 session, u16 op,
  * @rx: completions to poll (hard irq)
  * @tx_space: a send may find room again: the peer posted buffers (hard
  *	irq), or the DMA channel completed a copy after a send found it full
- *	(softirq)
+ *	(softirq, or the context of a flush: some engines complete from
+ *	issue_pending; never with the TQP's locks held)
  * @peer_state: the peer's end changed (hard irq)
  * @kick: optional: the peer placed something straight into memory the
  *	user watches and rang for it (ntrdma_tqp_kick(); hard irq)

@@ -266,10 +266,10 @@ static int place_cpu_count(const struct ntrdma_tqp_piece *pc, int n)
  * tx_space follows. Any context but hard irq.
  *
  * Return: 0 once the first *@n pieces are written (the caller places the
- * rest with another call), 1 when all of them are on the channel, -ENOSPC
- * (see above), -ENOLINK without a session or once the peer told us it left
- * it (it may give its pages back right after), -EINVAL for a piece outside
- * the window.
+ * rest with another call), 1 when all of them are staged for the channel,
+ * -ENOSPC (see above), -ENOLINK without a session or once the peer told us
+ * it left it (it may give its pages back right after), -EINVAL for a piece
+ * outside the window.
  */
 int ntrdma_tqp_place(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
 		     int *n, void *cookie)

@@ -173,6 +173,8 @@ struct ntrdma_tqp {
 	u32 xfer_prod;		/* staged (under tx_lock) */
 	u32 xfer_cons;		/* handed over (by the flusher) */
 	unsigned long xfer_busy;	/* a flusher runs */
+	dma_cookie_t xfer_last;		/* handed over last (the flusher) */
+	unsigned long xfer_refused_at;	/* jiffies | 1: refusals since */
 	struct delayed_work xfer_work;	/* a flush where the caller can't */
 	struct ntrdma_tqp_slot *slot;
 	struct ntrdma_wire_cqe *stage;	/* completions the DMA copies */
@@ -323,7 +325,7 @@ void ntrdma_xfer_stage(struct ntrdma_tqp *tqp, dma_addr_t dst, dma_addr_t src,
 		       u32 len, bool first, dma_async_tx_callback_result cb,
 		       void *param);
 void ntrdma_xfer_flush(struct ntrdma_tqp *tqp);
-void ntrdma_xfer_kick(struct ntrdma_tqp *tqp);
+void ntrdma_xfer_abandon(struct ntrdma_tqp *tqp);
 
 /* link.c */
 int ntrdma_link_init(struct ntrdma_dev *ndev);

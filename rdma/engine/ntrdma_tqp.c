@@ -367,7 +367,8 @@ void ntrdma_tqp_copy_retired(struct ntrdma_tqp *tqp, bool wake)
  * completions and the TQP (ntrdma_tqp_destroy() keeps them), and the
  * device accepts no new session until they are done (copies_abandoned:
  * the peer takes one as proof that nothing of ours writes its pages).
- * Never terminate the channel here: it is shared, and other queues' copies
+ * Messages and placements still staged whole never reach the channel
+ * (ntrdma_xfer_abandon()). Never terminate the channel here: it is shared, and other queues' copies
  * would be dropped unreported (ntrdma_dma_fini() does, once all are gone).
  */
 static void tqp_abandon(struct ntrdma_tqp *tqp)
@@ -397,6 +398,7 @@ static void tqp_abandon(struct ntrdma_tqp *tqp)
 			tqp->ops->send_done(tqp->ctx, cookie, len, -EIO);
 	}
 	ntrdma_place_abandon(tqp);
+	ntrdma_xfer_abandon(tqp);
 	/* Senders were told; late completions wake nobody (a face may go). */
 	spin_lock_irqsave(&tqp->tx_lock, flags);
 	tqp->dma_wake = false;
@@ -816,8 +818,8 @@ static int tqp_dma_copy(struct ntrdma_tqp *tqp, struct ntrdma_tqp_slot *s,
  * engine is called there (ntrdma_xfer.c).
  *
  * Return: 0 when it is on its way, -ENOSPC when no buffer is posted or
- * the DMA channel is full (tx_space follows the next post or the next DMA
- * completion), -EMSGSIZE when the posted buffer is too
+ * it waits for this TQP's copies on the DMA channel (tx_space follows the
+ * next post or the next DMA completion), -EMSGSIZE when the posted buffer is too
  * small, -ENOLINK without a session, -EPROTO when the peer's descriptor is
  * invalid.
  */

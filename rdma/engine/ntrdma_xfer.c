@@ -18,6 +18,7 @@
  * head and is retried from the work item a jiffy later.
  */
 
+#include <linux/delay.h>
 #include <linux/dmaengine.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
@@ -26,6 +27,8 @@
 
 #define XFER_RING	NTRDMA_TQP_XFER_RING
 #define XFER_BUSY	0	/* bit of xfer_busy: a flusher runs */
+/* A channel that took nothing for this long ends the session. */
+#define XFER_REFUSED_MAX	(2 * HZ)
 
 static void xfer_work(struct work_struct *work)
 {
@@ -96,6 +99,7 @@ static int xfer_submit(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_xfer *x)
 {
 	struct dma_chan *chan = tqp->ndev->dma_chan;
 	struct dma_async_tx_descriptor *tx;
+	dma_cookie_t cookie;
 
 	/* Test builds: the channel's ring is full. */
 	if (ntrdma_fault(tqp->ndev, x->first ? NTRDMA_FAULT_DMA_PREP :
@@ -107,9 +111,27 @@ static int xfer_submit(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_xfer *x)
 		return -ENOMEM;
 	tx->callback_result = x->cb;
 	tx->callback_param = x->param;
-	if (dma_submit_error(dmaengine_submit(tx)))
+	cookie = dmaengine_submit(tx);
+	if (dma_submit_error(cookie))
 		return -ENOMEM;
+	tqp->xfer_last = cookie;
 	return 0;
+}
+
+/*
+ * The channel refused the head entry. A full ring frees room as its copies
+ * complete; one that takes nothing for XFER_REFUSED_MAX is broken: the
+ * session ends, and its stop drops what stays staged.
+ */
+static void xfer_refused(struct ntrdma_tqp *tqp)
+{
+	if (!tqp->xfer_refused_at) {
+		tqp->xfer_refused_at = jiffies | 1;
+		return;
+	}
+	if (time_after(jiffies, tqp->xfer_refused_at + XFER_REFUSED_MAX))
+		ntrdma_link_proto_error(tqp->ndev,
+					"the DMA channel took no copy for 2 s");
 }
 
 /* The flusher: every staged entry in order. True when the channel refused. */
@@ -122,9 +144,11 @@ static bool xfer_drain(struct ntrdma_tqp *tqp)
 
 	while (cons != prod) {
 		if (xfer_submit(tqp, &tqp->xfer[cons % XFER_RING])) {
+			xfer_refused(tqp);
 			refused = true;
 			break;
 		}
+		tqp->xfer_refused_at = 0;
 		/* the entry is read: the stager may reuse it */
 		smp_store_release(&tqp->xfer_cons, ++cons);
 		n++;
@@ -133,6 +157,9 @@ static bool xfer_drain(struct ntrdma_tqp *tqp)
 		dma_async_issue_pending(tqp->ndev->dma_chan);
 	return refused;
 }
+
+/* Rounds of one flush call before the rest goes to the work item. */
+#define XFER_ROUNDS	4
 
 /**
  * ntrdma_xfer_flush() - hand the staged copies of @tqp to the channel
@@ -144,7 +171,8 @@ static bool xfer_drain(struct ntrdma_tqp *tqp)
  */
 void ntrdma_xfer_flush(struct ntrdma_tqp *tqp)
 {
-	bool refused;
+	bool refused = false;
+	int round;
 
 	if (!tqp->xfer)
 		return;
@@ -152,28 +180,88 @@ void ntrdma_xfer_flush(struct ntrdma_tqp *tqp)
 		queue_delayed_work(system_highpri_wq, &tqp->xfer_work, 0);
 		return;
 	}
-	do {
-		/* A flusher that runs sees what we staged (it re-checks). */
+	for (round = 0; round < XFER_ROUNDS; round++) {
+		/*
+		 * What we staged before the flag test: a flusher that holds
+		 * the flag sees it at its re-check (pairs with the barrier
+		 * after its clear_bit_unlock()).
+		 */
+		smp_mb();
 		if (test_and_set_bit_lock(XFER_BUSY, &tqp->xfer_busy))
 			return;
+		/* not preempted while others wait for the flag */
+		local_bh_disable();
 		refused = xfer_drain(tqp);
+		local_bh_enable();
 		clear_bit_unlock(XFER_BUSY, &tqp->xfer_busy);
 		smp_mb__after_atomic(); /* released before the re-check */
-	} while (!refused && smp_load_acquire(&tqp->xfer_prod) !=
-		 READ_ONCE(tqp->xfer_cons));
-	if (refused)
-		queue_delayed_work(system_highpri_wq, &tqp->xfer_work, 1);
+		if (refused || smp_load_acquire(&tqp->xfer_prod) ==
+		    READ_ONCE(tqp->xfer_cons))
+			break;
+	}
+	if (refused || round == XFER_ROUNDS)
+		queue_delayed_work(system_highpri_wq, &tqp->xfer_work,
+				   refused ? 1 : 0);
+}
+
+/* Take the flusher's flag from process context (a flusher holds it briefly). */
+static void xfer_hold(struct ntrdma_tqp *tqp)
+{
+	while (test_and_set_bit_lock(XFER_BUSY, &tqp->xfer_busy))
+		usleep_range(100, 200);
+}
+
+/*
+ * The first staged entry whose copy may be dropped: the head, once the
+ * channel finished what it took; else the first that begins a message or
+ * placement (the head's one is partly on the channel, its sources in use).
+ */
+static u32 xfer_drop_from(struct ntrdma_tqp *tqp, u32 prod)
+{
+	struct dma_chan *chan = tqp->ndev->dma_chan;
+	u32 at = tqp->xfer_cons;
+
+	if (!tqp->xfer_last ||
+	    dma_async_is_tx_complete(chan, tqp->xfer_last, NULL, NULL) !=
+	    DMA_IN_PROGRESS)
+		return at;
+	while (at != prod && !tqp->xfer[at % XFER_RING].first)
+		at++;
+	return at;
 }
 
 /**
- * ntrdma_xfer_kick() - make sure staged copies get flushed
- * @tqp: the TQP
+ * ntrdma_xfer_abandon() - drop the staged copies of a stop that gave up
+ * @tqp: the TQP, inactive, its senders told (tqp_abandon())
  *
- * For a sender that returns -ENOSPC to a caller that may not flush: the
- * completion it waits for needs its copies on the channel. Any context.
+ * Staged copies are dropped: their callbacks run now, with
+ * DMA_TRANS_ABORTED, so their mappings go and the abandoned count comes
+ * down. A message or placement the channel took in part and still runs
+ * stays staged: its sources must stay mapped until the channel is done
+ * with the part it has. Process context, no lock held (a real engine's
+ * tx_status may run callbacks).
  */
-void ntrdma_xfer_kick(struct ntrdma_tqp *tqp)
+void ntrdma_xfer_abandon(struct ntrdma_tqp *tqp)
 {
-	if (tqp->xfer && READ_ONCE(tqp->xfer_prod) != READ_ONCE(tqp->xfer_cons))
-		queue_delayed_work(system_highpri_wq, &tqp->xfer_work, 0);
+	struct dmaengine_result res = { .result = DMA_TRANS_ABORTED };
+	struct ntrdma_tqp_xfer *x;
+	unsigned long flags;
+	u32 prod, at, from;
+
+	if (!tqp->xfer)
+		return;
+	xfer_hold(tqp);
+	/* pairs with the stager's release, as in xfer_drain() */
+	prod = smp_load_acquire(&tqp->xfer_prod);
+	from = xfer_drop_from(tqp, prod);
+	for (at = from; at != prod; at++) {
+		x = &tqp->xfer[at % XFER_RING];
+		if (x->cb)
+			x->cb(x->param, &res);
+	}
+	tqp->xfer_refused_at = 0;	/* the next session's own count */
+	spin_lock_irqsave(&tqp->tx_lock, flags);
+	tqp->xfer_prod = from;	/* inactive: nobody stages meanwhile */
+	spin_unlock_irqrestore(&tqp->tx_lock, flags);
+	clear_bit_unlock(XFER_BUSY, &tqp->xfer_busy);
 }
