@@ -234,16 +234,22 @@ fi
 # as proof that nothing of ours still writes its pages), and does once the
 # engine runs again; both faces work after.
 abandoned_count() { dmesg | grep -c 'DMA copies still pending after .*reported as failed'; }
+# ib_send_bw of 64 KiB for 30 s from A to B in the background, running for
+# 3 s when this returns: the server's PID in the caller's srv, the client's
+# in its cli.
+send_bw_bg() { # PORT LOGTAG
+	peer "timeout 60 ib_send_bw -d $PEER_IBDEV -p $1 -D 30 -s 65536 >/tmp/$2_srv.log 2>&1" &
+	srv=$!
+	sleep 2
+	timeout 60 ib_send_bw -d "$IBDEV" -p "$1" -D 30 -s 65536 "$SERVER_IP" >"/tmp/$2_cli.log" 2>&1 &
+	cli=$!
+	sleep 3
+}
 abandoned_above() { [ "$(abandoned_count)" -gt "$1" ]; }
 stall_at_session_end() {
 	local n0 n1 cli srv held gated
 	n0=$(abandoned_count)
-	peer "timeout 60 ib_send_bw -d $PEER_IBDEV -p 18706 -D 30 -s 65536 >/tmp/st_srv.log 2>&1" &
-	srv=$!
-	sleep 2
-	timeout 60 ib_send_bw -d "$IBDEV" -p 18706 -D 30 -s 65536 "$SERVER_IP" >/tmp/st_cli.log 2>&1 &
-	cli=$!
-	sleep 3
+	send_bw_bg 18706 st
 	ntb_dma_stall 1
 	sleep 2
 	inject B "cqe 0"
@@ -276,12 +282,7 @@ fi
 refused_at_session_end() {
 	local n0 n1 cli srv up
 	n0=$(abandoned_count)
-	peer "timeout 60 ib_send_bw -d $PEER_IBDEV -p 18707 -D 30 -s 65536 >/tmp/rf_srv.log 2>&1" &
-	srv=$!
-	sleep 2
-	timeout 60 ib_send_bw -d "$IBDEV" -p 18707 -D 30 -s 65536 "$SERVER_IP" >/tmp/rf_cli.log 2>&1 &
-	cli=$!
-	sleep 3
+	send_bw_bg 18707 rf
 	inject A "fail dma_prep 1"
 	wait_for 40 abandoned_above "$n0"
 	n1=$(abandoned_count)
