@@ -470,9 +470,12 @@ static void ntrdma_link_work(struct work_struct *work)
 		goto resched;
 	}
 
-	/* Up: did the peer break the protocol, restart, or stop beating? */
+	/*
+	 * Up: a protocol error (the peer's, or a copy of ours that failed;
+	 * logged with its cause), the peer restarting or no heartbeat?
+	 */
 	if (atomic_xchg(&ndev->proto_fault, 0)) {
-		ntrdma_go_down(ndev, "peer protocol error");
+		ntrdma_go_down(ndev, "protocol error");
 		goto resched;
 	}
 	if (READ_ONCE(ndev->inbox->left) == ndev->peer_epoch) {
