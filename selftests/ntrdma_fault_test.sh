@@ -282,7 +282,7 @@ fi
 refused_at_session_end() {
 	local n0 n1 cli srv up
 	n0=$(abandoned_count)
-	send_bw_bg 18707 rf
+	send_bw_bg 18708 rf
 	inject A "fail dma_prep 1"
 	wait_for 40 abandoned_above "$n0"
 	n1=$(abandoned_count)
