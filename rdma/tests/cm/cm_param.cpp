@@ -60,7 +60,7 @@ void PrintQp(rdma_cm_id* id) {
     std::printf("qp %u %u\n", a.max_rd_atomic, a.max_dest_rd_atomic);
 }
 
-int Server(rdma_event_channel* ch, addrinfo* ai, int resp, int init) {
+int Server(rdma_event_channel* ch, const addrinfo* ai, int resp, int init) {
     rdma_cm_id* listen_id = nullptr;
     rdma_cm_id* id = nullptr;
     rdma_cm_event ev{};
@@ -93,7 +93,7 @@ int Server(rdma_event_channel* ch, addrinfo* ai, int resp, int init) {
     return rc;
 }
 
-int Client(rdma_event_channel* ch, addrinfo* ai, int resp, int init) {
+int Client(rdma_event_channel* ch, const addrinfo* ai, int resp, int init) {
     rdma_cm_id* id = nullptr;
     rdma_cm_event ev{};
     if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) ||
@@ -125,24 +125,11 @@ int Client(rdma_event_channel* ch, addrinfo* ai, int resp, int init) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 6) {
-        std::fprintf(stderr, "usage: %s server|client ADDR PORT RESP INIT\n", argv[0]);
-        return 2;
-    }
-    const std::string mode = argv[1];
-    int resp = std::atoi(argv[4]);
-    int init = std::atoi(argv[5]);
-    addrinfo* ai = nullptr;
-    if (!Resolve(argv[2], argv[3], &ai)) {
-        return 1;
-    }
-    rdma_event_channel* ch = rdma_create_event_channel();
-    if (!ch) {
-        std::perror("rdma_create_event_channel");
-        return 1;
-    }
-    int rc = mode == "server" ? Server(ch, ai, resp, init) : Client(ch, ai, resp, init);
-    rdma_destroy_event_channel(ch);
-    freeaddrinfo(ai);
-    return rc;
+    return ntcm::Run(argc, argv, 5, "server|client ADDR PORT RESP INIT",
+                     [argv](rdma_event_channel* ch, const addrinfo* ai) {
+                         const int resp = std::atoi(argv[4]);
+                         const int init = std::atoi(argv[5]);
+                         return std::string(argv[1]) == "server" ? Server(ch, ai, resp, init)
+                                                                 : Client(ch, ai, resp, init);
+                     });
 }
