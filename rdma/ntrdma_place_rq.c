@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * NTRDMA verbs face: placed SENDs, receiving side. A user RC QP with its
+ * NTRDMA verbs face: placed SENDs, receiving side. A user RC or UC QP with its
  * own RQ exports the RQ ring with the QP (ntrdma_place_export.c): the
  * peer, as requester, reads the posted receive WQEs, checks them against
  * our MR exports as it checks an rkey, writes the SEND's payload into the
@@ -135,13 +135,14 @@ static struct ntrdma_rq_export *rq_export_new(struct ntrdma_qp *qp)
 	return x;
 }
 
-/* The peer may place SENDs into @qp's RQ: a user RC QP to the peer. */
+/* The peer may place SENDs into @qp's RQ: a user RC or UC QP to the peer. */
 static bool rq_takes_sends(struct ntrdma_qp *qp)
 {
 	struct ntrdma_ib *nib = to_nib(qp->ibqp.device);
 
 	return nib->psend && !ntrdma_dev_windowed(nib->ndev) && qp->rq_done &&
-	       qp->ibqp.qp_type == IB_QPT_RC && !qp->loopback;
+	       (qp->ibqp.qp_type == IB_QPT_RC ||
+		qp->ibqp.qp_type == IB_QPT_UC) && !qp->loopback;
 }
 
 static u32 *rq_cons_word(struct ntrdma_qp *qp)

@@ -523,8 +523,9 @@ static void ntrdma_qp_export_state(struct ntrdma_qp *qp, enum ib_qp_state cur,
 	bool changed = !ntrdma_qp_answers(cur) ||
 		       (mask & (IB_QP_ACCESS_FLAGS | IB_QP_DEST_QPN));
 
-	if (qp->ibqp.qp_type != IB_QPT_RC)
-		return;	/* UC and UD take no placements */
+	/* UD takes no placements, UC only SENDs (no WRITE: see req_place) */
+	if (qp->ibqp.qp_type != IB_QPT_RC && qp->ibqp.qp_type != IB_QPT_UC)
+		return;
 	/* A loopback QP takes nothing from the peer. */
 	if (ntrdma_qp_answers(next) && !qp->loopback && changed)
 		ntrdma_export_qp(qp, true);

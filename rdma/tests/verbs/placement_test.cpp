@@ -28,38 +28,6 @@
 namespace ntv {
 namespace {
 
-bool DirectPlacementOn() {
-    std::ifstream f("/sys/module/ntrdma/parameters/direct_placement");
-    char c = 'N';
-    f >> c;
-    return c == 'Y' || c == '1';
-}
-
-// The first line of ntrdma's debugfs info files (one per device) that
-// @match accepts, and its directory; "" for both when none does (or
-// debugfs is unreadable: not root).
-std::pair<std::string, std::string> InfoLine(const std::function<bool(const std::string&)>& match) {
-    std::error_code ec;
-    for (const auto& d : std::filesystem::directory_iterator("/sys/kernel/debug/ntrdma", ec)) {
-        std::ifstream f(d.path() / "info");
-        for (std::string l; std::getline(f, l);) {
-            if (match(l)) {
-                return {d.path().string(), l};
-            }
-        }
-    }
-    return {"", ""};
-}
-
-// The first of ntrdma's debugfs directories whose info has the line @line.
-std::string InfoDirWith(const std::string& line) {
-    return InfoLine([&line](const std::string& l) { return l == line; }).first;
-}
-
-// Windowed mode (an NTB whose window cannot map the peer's RAM): nothing
-// is placed directly.
-bool WindowedMode() { return !InfoDirWith("mode: windowed").empty(); }
-
 // SEND @sge (@wr_id) on @c into a receive of @rcv posted first; both
 // completions here. The responder's status, SUCCESS or what failed.
 ibv_wc SendOnce(const Conn& c, ibv_sge sge, std::vector<ibv_sge> rcv, uint64_t wr_id, ibv_cq* rcq,

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 
 #include <thread>
+#include <type_traits>
 
 #include "verbs_datapath.hpp"
 
@@ -213,6 +214,38 @@ TYPED_TEST(Uc, ReadAndAtomicsRefused) {
     if (qp) {
         this->qps_.push_back(qp);
     }
+}
+
+// To the peer, a UC SEND into the responder's own RQ is placed by the
+// requester as an RC one is: no segment reaches the responder. (Exports
+// travel on the command channel: the first SENDs may take the checked path.)
+TYPED_TEST(Uc, SendsArePlaced) {
+    if (std::is_same_v<TypeParam, SameDevice>) {
+        GTEST_SKIP() << "a QP of the same device takes the loopback path, never placed";
+    }
+    if (!DirectPlacementOn() || WindowedMode()) {
+        GTEST_SKIP() << "direct placement off (direct_placement=0 or windowed mode)";
+    }
+    Conn c = this->ConnectUc();
+    Buf* src = this->Reg(this->a_, 4096, kLocal);
+    Buf* dst = this->Reg(this->b_, 4096, kLocal);
+    ASSERT_FALSE(this->HasFailure());
+    const long long placed0 = HwCounter(this->a_.name, "placed_sends");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    long long placed = placed0;
+    for (uint64_t id = 1; placed == placed0 && std::chrono::steady_clock::now() < deadline; id++) {
+        ASSERT_NO_FATAL_FAILURE(this->ExpectDelivered(c, src, dst, 4096, id & 0xff, id));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        placed = HwCounter(this->a_.name, "placed_sends");
+    }
+    ASSERT_GT(placed, placed0) << "no UC SEND was placed in 5 s";
+    const long long rx0 = HwCounter(this->b_.name, "rx_segments");
+    for (uint32_t i = 0; i < 50; i++) {
+        ASSERT_NO_FATAL_FAILURE(this->ExpectDelivered(c, src, dst, 1 + i * 81, i, 1000 + i));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(HwCounter(this->a_.name, "placed_sends") - placed, 50);
+    EXPECT_EQ(HwCounter(this->b_.name, "rx_segments"), rx0) << "the responder received segments";
 }
 
 // The RC-only attributes are not UC's (ib_modify_qp_is_ok's table).

@@ -15,9 +15,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ntv {
@@ -29,6 +32,39 @@ inline long long HwCounter(const std::string& dev, const char* name) {
     f >> v;
     return f ? v : -1;
 }
+
+inline bool DirectPlacementOn() {
+    std::ifstream f("/sys/module/ntrdma/parameters/direct_placement");
+    char c = 'N';
+    f >> c;
+    return c == 'Y' || c == '1';
+}
+
+// The first line of ntrdma's debugfs info files (one per device) that
+// @match accepts, and its directory; "" for both when none does (or
+// debugfs is unreadable: not root).
+inline std::pair<std::string, std::string> InfoLine(
+    const std::function<bool(const std::string&)>& match) {
+    std::error_code ec;
+    for (const auto& d : std::filesystem::directory_iterator("/sys/kernel/debug/ntrdma", ec)) {
+        std::ifstream f(d.path() / "info");
+        for (std::string l; std::getline(f, l);) {
+            if (match(l)) {
+                return {d.path().string(), l};
+            }
+        }
+    }
+    return {"", ""};
+}
+
+// The first of ntrdma's debugfs directories whose info has the line @line.
+inline std::string InfoDirWith(const std::string& line) {
+    return InfoLine([&line](const std::string& l) { return l == line; }).first;
+}
+
+// Windowed mode (an NTB whose window cannot map the peer's RAM): nothing
+// is placed directly.
+inline bool WindowedMode() { return !InfoDirWith("mode: windowed").empty(); }
 
 inline std::string DeviceName() {
     const char* env = std::getenv("NTRDMA_IBDEV");
