@@ -20,7 +20,8 @@
 # BENCH_TOPOS ("loop pair"), BENCH_OUT (build/bench), BENCH_TIMEOUT (2400 s
 # per topology), and the selections of scripts/bench-guest.sh (BENCH_ETH,
 # BENCH_ETH_TESTS, BENCH_RDMA, BENCH_RDMA_TESTS, BENCH_LINK, BENCH_DOORBELL,
-# BENCH_PROBE_RUNS, BENCH_PROBE_MIB, BENCH_STORAGE, BENCH_STORAGE_TESTS, BENCH_NFS_TESTS); BENCH_OLD_REV when BENCH_RDMA names
+# BENCH_PROBE_RUNS, BENCH_PROBE_MIB, BENCH_STORAGE, BENCH_STORAGE_TESTS, BENCH_NFS_TESTS,
+# BENCH_FI_ITERS, BENCH_PP_ITERS); BENCH_OLD_REV when BENCH_RDMA names
 # ntrdma-old (scripts/build-old.sh).
 set -euo pipefail
 
@@ -88,7 +89,8 @@ else
 	OUT=${OUT:-$ROOT/build/bench}
 	for v in BENCH_REPEATS BENCH_SECS BENCH_LAT_ITERS BENCH_LINK BENCH_DOORBELL BENCH_ETH \
 		BENCH_ETH_TESTS BENCH_RDMA BENCH_RDMA_TESTS BENCH_PROBE_RUNS BENCH_PROBE_MIB \
-		BENCH_STORAGE BENCH_STORAGE_TESTS BENCH_NFS_TESTS BENCH_BUSY_POLL_US; do
+		BENCH_STORAGE BENCH_STORAGE_TESTS BENCH_NFS_TESTS BENCH_BUSY_POLL_US \
+		BENCH_FI_ITERS BENCH_PP_ITERS; do
 		[ -n "${!v+set}" ] && GUEST_ENV+=("$v=${!v}")
 	done
 	# Rows that must have results (other rows may be n/a: a peer may lack a
@@ -106,7 +108,9 @@ else
 			for s in ntrdma ntrdma-win rxe siw; do
 				REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_send_lat 2 B")
 			done
-			REQUIRE+=("$t|ntrdma|fi_pingpong MSG 64 B" "$t|ntrdma|fi_pingpong RDM 64 B")
+			REQUIRE+=("$t|ntrdma|fi_pingpong MSG 64 B" "$t|ntrdma|fi_pingpong RDM 64 B"
+				  "$t|ntrdma|ibv_rc_pingpong 64 B" "$t|ntrdma|ibv_uc_pingpong 64 B"
+				  "$t|ntrdma|ibv_ud_pingpong 64 B")
 			# what a user would run instead over the NTB (two kernels)
 			[ "$t" = pair ] || continue
 			for s in rxe@ntb_netdev siw@ntb_netdev rxe@ntr0; do
