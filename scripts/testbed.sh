@@ -65,6 +65,7 @@ Debug knobs: TESTBED_NO_SERVER=1 (fn0 becomes ivshmem-plain, no server, no
 doorbells), TESTBED_BZIMAGE=1 (boot the compressed bzImage instead of the
 cached extracted vmlinux, ~2.5 s slower), TESTBED_BIOS=FILE (e.g. qboot.rom),
 TESTBED_TCG_THREAD=single|multi (QEMU's TCG threading; default: QEMU's, multi),
+TESTBED_IO_FIFO=0 (QEMU's main threads stay SCHED_OTHER; see io_fifo_watch),
 TESTBED_KERNEL_ARGS="..." (more guest kernel parameters, e.g. slub_debug=FZPU).
 
 Files: OUT/console-a.log, console-b.log (console-b.N.log for the N-th guest b
@@ -300,6 +301,30 @@ kill_run() { # $1: signal for the QEMUs and helpers
 	return 0
 }
 
+# The emulated devices' interrupts: a doorbell reaches the receiving
+# guest through its QEMU's main thread (the eventfd handler raises the
+# MSI). On this 2-core host, while the vCPU threads are busy (a guest task
+# spinning on its CQ), the host scheduler let that thread wait for
+# milliseconds, where an NTB delivers the interrupt at once. So each QEMU's
+# main thread runs SCHED_FIFO (priority 1): it preempts the vCPU threads
+# when an event comes, and goes back to sleep. Reset-on-fork keeps the
+# threads it starts later ordinary. TESTBED_IO_FIFO=0 leaves them all alone.
+io_fifo_watch() {
+	local f pid done=" "
+	while :; do
+		for f in "$RUN"/qemu-*.pid; do
+			[ -f "$f" ] || continue
+			pid=$(cat "$f" 2>/dev/null) || continue
+			[[ $done == *" $pid "* ]] && continue
+			grep -qF "$RUN" "/proc/$pid/cmdline" 2>/dev/null || continue
+			chrt -f -R -p 1 "$pid" >/dev/null 2>&1 ||
+				echo "testbed: chrt -f -R -p 1 $pid failed: QEMU's interrupts may come late under load" >&2
+			done+="$pid "
+		done
+		sleep 0.2
+	done
+}
+
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM HUP
@@ -495,6 +520,10 @@ setpriv --pdeathsig KILL -- "${QA[@]}" -chardev "file,id=con,path=$(qesc "$OUT/c
 	</dev/null >"$OUT/qemu-a.log" 2>&1 &
 QEMU_A=$!
 PIDS+=("$QEMU_A")
+if [ "${TESTBED_IO_FIFO:-1}" = 1 ]; then
+	io_fifo_watch &
+	PIDS+=($!)
+fi
 
 # Copy the command's output (and with -v the console) while guest a runs.
 tail -n +1 -s 0.1 -f --pid="$QEMU_A" "$OUT/stdout.log" 2>/dev/null &
