@@ -557,6 +557,18 @@ export_qp_queue(struct ntrdma_export *exp, struct ntrdma_qp *qp,
 	return m;
 }
 
+/*
+ * What the peer's requester may place or pull through @qp. A UC QP takes
+ * placed SENDs only: an RC QP of the peer connected to it by mistake must
+ * read or write nothing through it (a UC responder serves no READ).
+ */
+static u32 export_qp_access(const struct ntrdma_qp *qp)
+{
+	if (qp->ibqp.qp_type != IB_QPT_RC)
+		return 0;
+	return qp->qp_access_flags & NTRDMA_EXPORT_ACCESS;
+}
+
 /**
  * ntrdma_export_qp() - tell the peer that @qp takes placements, or not
  * @qp: the QP (process context, its mutex held)
@@ -572,7 +584,7 @@ void ntrdma_export_qp(struct ntrdma_qp *qp, bool up)
 	struct ntrdma_wire_qp_export q = {
 		.qpn = qp->ibqp.qp_num,
 		.pd = to_npd(qp->ibqp.pd)->id,
-		.access = qp->qp_access_flags & NTRDMA_EXPORT_ACCESS,
+		.access = export_qp_access(qp),
 		.dest_qpn = qp->dest_qp_num,
 		.up = up,
 	};

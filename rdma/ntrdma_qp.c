@@ -514,7 +514,7 @@ static bool ntrdma_cm_modify_ok(struct ntrdma_qp *qp, enum ib_qp_state cur,
 }
 
 /*
- * Direct placement: the peer learns that the QP takes WRITEs (entering
+ * Direct placement: the peer learns that the QP takes placements (entering
  * RTR/RTS, or new access or destination there) or no longer does.
  */
 static void ntrdma_qp_export_state(struct ntrdma_qp *qp, enum ib_qp_state cur,

@@ -39,13 +39,14 @@ class Uc : public Base {
 
     // @qp to RTS towards @dst's QP @dqpn, with the attributes IB names for
     // UC: no READ depths, RNR timer, ACK timeout or retry counts.
-    static int UcToRts(ibv_qp* qp, const Side& dst, uint32_t dqpn) {
+    static int UcToRts(ibv_qp* qp, const Side& dst, uint32_t dqpn,
+                       unsigned access = IBV_ACCESS_REMOTE_WRITE) {
         RtrSpec r;
         r.dest_qpn = dqpn;
         r.dgid = dst.gid;
         r.dlid = dst.lid;
         r.mask_drop = IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-        int rc = QpToInit(qp, IBV_ACCESS_REMOTE_WRITE);
+        int rc = QpToInit(qp, access);
         if (!rc) {
             rc = QpToRtr(qp, r);
         }
@@ -246,6 +247,54 @@ TYPED_TEST(Uc, SendsArePlaced) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_EQ(HwCounter(this->a_.name, "placed_sends") - placed, 50);
     EXPECT_EQ(HwCounter(this->b_.name, "rx_segments"), rx0) << "the responder received segments";
+}
+
+// An RC QP connected to a UC QP by mistake reads nothing through it, even
+// with REMOTE_READ in the UC QP's access: a UC responder serves no READ, so
+// the requester's READ times out. (The UC QP's export grants the peer no
+// remote access: a small READ would be pulled straight from the MR.)
+TYPED_TEST(Uc, RcReadFromUcQpIsNotServed) {
+    if (std::is_same_v<TypeParam, SameDevice>) {
+        GTEST_SKIP() << "a QP of the same device takes the loopback path, never placed";
+    }
+    if (!DirectPlacementOn() || WindowedMode()) {
+        GTEST_SKIP() << "direct placement off (direct_placement=0 or windowed mode)";
+    }
+    RcQpSpec qs;
+    qs.send_cq = this->a_.scq;
+    qs.recv_cq = this->a_.rcq;
+    ibv_qp* rc = MakeRcQp(this->a_.pd, qs);
+    ASSERT_NE(rc, nullptr) << std::strerror(errno);
+    this->qps_.push_back(rc);
+    ibv_qp* uc = this->UcQp(this->b_);
+    ASSERT_NE(uc, nullptr);
+    ASSERT_EQ(
+        this->UcToRts(uc, this->a_, rc->qp_num, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ),
+        0)
+        << std::strerror(errno);
+    RtrSpec r;
+    r.dest_qpn = uc->qp_num;
+    r.dgid = this->b_.gid;
+    r.dlid = this->b_.lid;
+    RtsSpec rts;
+    rts.timeout = 10;  // 4 ms
+    rts.retry_cnt = 1;
+    ASSERT_EQ(QpToInit(rc, IBV_ACCESS_REMOTE_WRITE), 0);
+    ASSERT_EQ(QpToRtr(rc, r), 0);
+    ASSERT_EQ(QpToRts(rc, rts), 0);
+    Buf* dst = this->Reg(this->a_, 64, kLocal);
+    Buf* src = this->Reg(this->b_, 64, kRemoteAll);
+    ASSERT_FALSE(this->HasFailure());
+    std::memset(src->p(), 0x6b, 64);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // exports arrive
+    const long long pulled0 = HwCounter(this->a_.name, "pulled_reads");
+    ASSERT_EQ(Post(rc, ReadWr(50, dst->sge(0, 64), src)), 0);
+    std::vector<ibv_wc> wc = PollCq(this->a_.scq, 1, 10000);
+    ASSERT_EQ(wc.size(), 1u) << "the READ neither completed nor failed in 10 s";
+    EXPECT_NE(wc[0].status, IBV_WC_SUCCESS) << "a UC QP served a READ";
+    EXPECT_EQ(std::count(dst->p(), dst->p(64), 0x6b), 0) << "the READ's data arrived";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(HwCounter(this->a_.name, "pulled_reads"), pulled0) << "a READ was pulled";
 }
 
 // The RC-only attributes are not UC's (ib_modify_qp_is_ok's table).
