@@ -259,7 +259,7 @@ static int req_send_placed(struct ntrdma_qp *qp, struct ntrdma_swqe *w)
 {
 	int rc;
 
-	if (w->sent || qp->ibqp.qp_type == IB_QPT_UD || !req_all_done(qp))
+	if (w->sent || !req_all_done(qp))
 		return -EAGAIN;
 	rc = ntrdma_place_send(qp, w);
 	if (rc)

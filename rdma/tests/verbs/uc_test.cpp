@@ -67,6 +67,17 @@ class Uc : public Base {
         return c;
     }
 
+    // Why nothing of this fixture is placed directly, or nullptr.
+    static const char* NotPlaced() {
+        if (std::is_same_v<Base, SameDevice>) {
+            return "a QP of the same device takes the loopback path, never placed";
+        }
+        if (!DirectPlacementOn() || WindowedMode()) {
+            return "direct placement off (direct_placement=0 or windowed mode)";
+        }
+        return nullptr;
+    }
+
     long long Dropped() { return HwCounter(this->b_.name, "uc_dropped"); }
 
     // uc_dropped once it reached @want (the core caches the counters for
@@ -221,11 +232,8 @@ TYPED_TEST(Uc, ReadAndAtomicsRefused) {
 // requester as an RC one is: no segment reaches the responder. (Exports
 // travel on the command channel: the first SENDs may take the checked path.)
 TYPED_TEST(Uc, SendsArePlaced) {
-    if (std::is_same_v<TypeParam, SameDevice>) {
-        GTEST_SKIP() << "a QP of the same device takes the loopback path, never placed";
-    }
-    if (!DirectPlacementOn() || WindowedMode()) {
-        GTEST_SKIP() << "direct placement off (direct_placement=0 or windowed mode)";
+    if (const char* why = this->NotPlaced()) {
+        GTEST_SKIP() << why;
     }
     Conn c = this->ConnectUc();
     Buf* src = this->Reg(this->a_, 4096, kLocal);
@@ -254,11 +262,8 @@ TYPED_TEST(Uc, SendsArePlaced) {
 // the requester's READ times out. (The UC QP's export grants the peer no
 // remote access: a small READ would be pulled straight from the MR.)
 TYPED_TEST(Uc, RcReadFromUcQpIsNotServed) {
-    if (std::is_same_v<TypeParam, SameDevice>) {
-        GTEST_SKIP() << "a QP of the same device takes the loopback path, never placed";
-    }
-    if (!DirectPlacementOn() || WindowedMode()) {
-        GTEST_SKIP() << "direct placement off (direct_placement=0 or windowed mode)";
+    if (const char* why = this->NotPlaced()) {
+        GTEST_SKIP() << why;
     }
     RcQpSpec qs;
     qs.send_cq = this->a_.scq;
