@@ -32,8 +32,7 @@
 MB=${ISER_MB:-64}
 SIP=10.79.7.2
 CIP=10.79.7.1
-# The target's iSCSI name: any fixed name in the EUI-64 form (eui. and 16
-# hex digits).
+# The target's iSCSI name, EUI-64 form (eui. and 16 hex digits).
 IQN=eui.5e1ec7ab1eda7a5e
 CFS=/sys/kernel/config/target
 TPG=$CFS/iscsi/$IQN/tpgt_1
