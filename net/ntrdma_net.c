@@ -31,7 +31,6 @@
 #include <linux/if_vlan.h>
 #include <linux/jhash.h>
 #include <linux/netdevice.h>
-#include <linux/ntb.h>
 #include <linux/rtnetlink.h>
 #include <linux/skbuff.h>
 #include <linux/u64_stats_sync.h>
@@ -1139,17 +1138,17 @@ static const struct ethtool_ops ntr_ethtool_ops = {
 
 /* ---- add/remove ---- */
 
-/* A stable locally administered MAC: host name, NTB device and port. */
+/* A stable locally administered MAC: host name, link device and port. */
 static void ntr_set_mac(struct ntrdma_net *net)
 {
-	struct ntb_dev *ntb = ntrdma_dev_ntb(net->ndev);
+	const char *link = dev_name(ntrdma_dev_parent(net->ndev));
 	const char *node = utsname()->nodename;
 	u8 mac[ETH_ALEN];
 	u32 h;
 
 	h = jhash(node, strnlen(node, __NEW_UTS_LEN), 0);
-	h = jhash(dev_name(&ntb->dev), strlen(dev_name(&ntb->dev)), h);
-	h = jhash_1word(ntb_port_number(ntb), h);
+	h = jhash(link, strlen(link), h);
+	h = jhash_1word(ntrdma_dev_port(net->ndev), h);
 	mac[0] = 0x02;	/* locally administered, unicast */
 	mac[1] = 0x4e;	/* 'N' */
 	mac[2] = h >> 24;

@@ -71,7 +71,7 @@ void ntrdma_canary_check(struct ntrdma_dev *ndev, const void *p, size_t len)
 	if (!n)
 		return;
 	atomic64_add(n, &ndev->stats.canary_guard_bytes);
-	dev_err_ratelimited(&ndev->ntb->dev, "%s: %llu guard bytes next to a posted buffer changed\n",
+	dev_err_ratelimited(ndev->link->parent, "%s: %llu guard bytes next to a posted buffer changed\n",
 			    ndev->name, n);
 }
 

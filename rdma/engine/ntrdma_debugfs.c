@@ -26,15 +26,18 @@ static struct dentry *ntrdma_debugfs_root;
 static int ntrdma_info_show(struct seq_file *s, void *unused)
 {
 	struct ntrdma_dev *ndev = s->private;
+	const struct ntrdma_link_ops *ops = ndev->link->ops;
 	struct ntrdma_stats *st = &ndev->stats;
 
-	seq_printf(s, "ntb: %s\n", dev_name(&ndev->ntb->dev));
+	seq_printf(s, "%s: %s\n", ops->kind, dev_name(ndev->link->parent));
 	seq_printf(s, "link: %s\n", ntrdma_link_is_up(ndev) ? "up" : "down");
-	seq_printf(s, "ntb_link: %s\n", READ_ONCE(ndev->hw_up) ? "up" : "down");
+	seq_printf(s, "%s_link: %s\n", ops->kind,
+		   READ_ONCE(ndev->hw_up) ? "up" : "down");
 	seq_printf(s, "epoch: %08x\npeer_epoch: %08x\n", READ_ONCE(ndev->epoch),
 		   READ_ONCE(ndev->peer_epoch));
-	seq_printf(s, "flat_mw: %d\nflat_size: %pa\n", ndev->flat_mw,
-		   &ndev->flat_size);
+	if (ops->show)
+		ops->show(ndev->link, s);
+	seq_printf(s, "flat_size: %pa\n", &ndev->link->map_size);
 	seq_printf(s, "flat_refused: %d\n", READ_ONCE(ndev->flat_refused));
 	seq_printf(s, "mode: %s\nwindow_size: %zu\n",
 		   !READ_ONCE(ndev->mode_chosen) ? "none" :

@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * NTRDMA engine: the device. One ntb_client; every NTB device it binds
+ * NTRDMA engine: the device. Every link a backend adds (ntrdma_link_ops.h)
  * becomes one ntrdma device that carries every face over one engine. The
- * engine talks to the hardware only through the Linux NTB API (and
- * dmaengine), so it runs unchanged on any NTB hardware driver that offers
- * scratchpads, doorbells and a memory window: flat mode when the window can
- * translate to address 0 (a "flat" window onto the peer's memory), windowed
- * mode otherwise (ntrdma_rxmem.c).
+ * engine reaches the link only through its ops (and dmaengine for copies
+ * into its window): flat mode when the window can translate to address 0
+ * (a "flat" window onto the peer's memory), windowed mode otherwise
+ * (ntrdma_rxmem.c).
  */
 
 #include <linux/dmaengine.h>
@@ -15,15 +14,9 @@
 #include <linux/idr.h>
 #include <linux/io.h>
 #include <linux/module.h>
-#include <linux/pci.h>
 #include <linux/slab.h>
 
 #include "ntrdma_priv.h"
-
-static int flat_mw = -1;
-module_param(flat_mw, int, 0444);
-MODULE_PARM_DESC(flat_mw,
-		 "Memory window to use (default -1: the largest): flat mode when it maps the peer's RAM at translation 0, windowed mode otherwise");
 
 static bool use_dma = true;
 module_param(use_dma, bool, 0444);
@@ -55,45 +48,46 @@ int ntrdma_dev_index(struct ntrdma_dev *ndev)
 }
 
 /**
- * ntrdma_dev_ntb() - the NTB device under the ntrdma device
- * @ndev: the device
- *
- * For the faces' parent device, names and identity (a face must not drive
- * the NTB: doorbells, scratchpads and windows belong to the engine).
- *
- * Return: the NTB device.
- */
-struct ntb_dev *ntrdma_dev_ntb(struct ntrdma_dev *ndev)
-{
-	return ndev->ntb;
-}
-
-/**
  * ntrdma_dev_parent() - the device a face's devices hang below
  * @ndev: the device
  *
- * The NTB device's struct device: parent of the netdev and the ib_device,
- * and what the faces log with.
+ * The link's device (the NTB device on an NTB): parent of the netdev and
+ * the ib_device, and what the faces log with.
  *
  * Return: the parent device.
  */
 struct device *ntrdma_dev_parent(struct ntrdma_dev *ndev)
 {
-	return &ndev->ntb->dev;
+	return ndev->link->parent;
+}
+
+/**
+ * ntrdma_dev_port() - this end's number on the link
+ * @ndev: the device
+ *
+ * With ntrdma_dev_parent()'s name, for names that stay the same across
+ * boots (the netdev's MAC address).
+ *
+ * Return: the port number.
+ */
+int ntrdma_dev_port(struct ntrdma_dev *ndev)
+{
+	return ndev->link->port;
 }
 
 /**
  * ntrdma_dev_dma_device() - the device that maps buffers the peer writes
  * @ndev: the device
  *
- * A face maps every receive buffer it posts to a TQP with this device (the
- * NTB's PCI function: its DMA addresses are what the peer's window reaches).
+ * A face maps every receive buffer it posts to a TQP with this device (on
+ * an NTB its PCI function: its DMA addresses are what the peer's window
+ * reaches).
  *
  * Return: the device for dma_map_*().
  */
 struct device *ntrdma_dev_dma_device(struct ntrdma_dev *ndev)
 {
-	return ndev->dma_dev;
+	return ndev->link->dma_dev;
 }
 
 /**
@@ -143,7 +137,7 @@ int ntrdma_dev_peer_read(struct ntrdma_dev *ndev, u64 addr, void *buf,
 		return -EINVAL;
 	if (!ntrdma_link_is_up(ndev))
 		return -ENOLINK;
-	memcpy_fromio(buf, ndev->flat + addr, len);
+	memcpy_fromio(buf, ndev->link->map + addr, len);
 	return 0;
 }
 
@@ -170,7 +164,7 @@ int ntrdma_dev_peer_write(struct ntrdma_dev *ndev, u64 addr, const void *buf,
 		return -EINVAL;
 	if (!ntrdma_link_is_up(ndev) || ntrdma_link_peer_gone(ndev))
 		return -ENOLINK;
-	memcpy_toio(ndev->flat + addr, buf, len);
+	memcpy_toio(ndev->link->map + addr, buf, len);
 	return 0;
 }
 
@@ -203,7 +197,8 @@ int ntrdma_dev_pull(struct ntrdma_dev *ndev, const struct ntrdma_tqp_piece *pc,
 		return -ENOLINK;	/* its pages may be given back */
 	for (i = 0; i < n; i++) {
 		va = kmap_local_page(pc[i].page);
-		memcpy_fromio(va + pc[i].off, ndev->flat + pc[i].dst, pc[i].len);
+		memcpy_fromio(va + pc[i].off, ndev->link->map + pc[i].dst,
+			      pc[i].len);
 		kunmap_local(va);
 	}
 	return 0;
@@ -235,14 +230,14 @@ struct net_device *ntrdma_dev_netdev(struct ntrdma_dev *ndev)
 }
 
 /*
- * A DMA_MEMCPY channel, preferably on the NTB's NUMA node. Not idxd's: its
+ * A DMA_MEMCPY channel, preferably on the link's NUMA node. Not idxd's: its
  * prep sleeps while its work queue is full, and sends flush their copies
  * from softirq context (ntrdma_xfer.c).
  */
 static bool ntrdma_dma_filter(struct dma_chan *chan, void *arg)
 {
 	struct ntrdma_dev *ndev = arg;
-	int node = dev_to_node(&ndev->ntb->pdev->dev);
+	int node = dev_to_node(ndev->link->dma_dev);
 
 	if (!strcmp(dev_driver_string(chan->device->dev), "idxd"))
 		return false;
@@ -261,20 +256,22 @@ static void ntrdma_dma_init(struct ntrdma_dev *ndev)
 	dma_cap_set(DMA_MEMCPY, mask);
 	chan = dma_request_channel(mask, ntrdma_dma_filter, ndev);
 	if (!chan) {
-		dev_info(&ndev->ntb->dev, "%s: no DMA_MEMCPY channel: CPU copy\n",
+		dev_info(ndev->link->parent, "%s: no DMA_MEMCPY channel: CPU copy\n",
 			 ndev->name);
 		return;
 	}
-	ndev->flat_dma = dma_map_resource(chan->device->dev, ndev->flat_phys,
-					  ndev->flat_size, DMA_BIDIRECTIONAL, 0);
+	ndev->flat_dma = dma_map_resource(chan->device->dev,
+					  ndev->link->map_phys,
+					  ndev->link->map_size,
+					  DMA_BIDIRECTIONAL, 0);
 	if (dma_mapping_error(chan->device->dev, ndev->flat_dma)) {
-		dev_warn(&ndev->ntb->dev, "%s: %s cannot reach the window: CPU copy\n",
+		dev_warn(ndev->link->parent, "%s: %s cannot reach the window: CPU copy\n",
 			 ndev->name, dma_chan_name(chan));
 		dma_release_channel(chan);
 		return;
 	}
 	ndev->dma_chan = chan;
-	dev_info(&ndev->ntb->dev, "%s: copies by DMA channel %s\n", ndev->name,
+	dev_info(ndev->link->parent, "%s: copies by DMA channel %s\n", ndev->name,
 		 dma_chan_name(chan));
 }
 
@@ -291,145 +288,48 @@ static void ntrdma_dma_fini(struct ntrdma_dev *ndev)
 	 * module's code go.
 	 */
 	dmaengine_terminate_sync(chan);
-	dma_unmap_resource(chan->device->dev, ndev->flat_dma, ndev->flat_size,
-			   DMA_BIDIRECTIONAL, 0);
+	dma_unmap_resource(chan->device->dev, ndev->flat_dma,
+			   ndev->link->map_size, DMA_BIDIRECTIONAL, 0);
 	dma_release_channel(chan);
 	ndev->dma_chan = NULL;
 }
 
-static void ntrdma_ctx_link_event(void *ctx)
+/**
+ * ntrdma_link_doorbell() - the peer rang one of our doorbells
+ * @ndev: the device
+ * @bit: which (NTRDMA_DB_*), cleared by the backend before the call
+ *
+ * Hard interrupt context, or a backend's thread with bottom halves off.
+ */
+void ntrdma_link_doorbell(struct ntrdma_dev *ndev, unsigned int bit)
 {
-	ntrdma_link_kick(ctx);
-}
-
-static void ntrdma_ctx_db_event(void *ctx, int vector)
-{
-	struct ntrdma_dev *ndev = ctx;
-	u64 db = ntb_db_read(ndev->ntb);
-
-	if (db & BIT_ULL(NTRDMA_DB_CTRL)) {
-		ntb_db_clear(ndev->ntb, BIT_ULL(NTRDMA_DB_CTRL));
-		ntrdma_link_kick(ndev);
-	}
-	if (db & BIT_ULL(NTRDMA_DB_VDB)) {
-		/* Clear before scanning: a ring after the scan re-raises. */
-		ntb_db_clear(ndev->ntb, BIT_ULL(NTRDMA_DB_VDB));
+	if (bit == NTRDMA_DB_CTRL)
+		ntrdma_link_event(ndev);
+	else if (bit == NTRDMA_DB_VDB)
 		ntrdma_vdb_event(ndev);
-	}
 }
 
-static const struct ntb_ctx_ops ntrdma_ctx_ops = {
-	.link_event	= ntrdma_ctx_link_event,
-	.db_event	= ntrdma_ctx_db_event,
-};
-
-/* Choose the window: the requested one, else the largest. */
-static int ntrdma_find_flat_mw(struct ntrdma_dev *ndev)
+static int ntrdma_dev_init(struct ntrdma_dev *ndev)
 {
-	resource_size_t size, best_size = 0;
-	phys_addr_t base, best_base = 0;
-	int i, n, best = -1;
-
-	n = ntb_peer_mw_count(ndev->ntb);
-	for (i = 0; i < n; i++) {
-		if (flat_mw >= 0 && i != flat_mw)
-			continue;
-		if (ntb_peer_mw_get_addr(ndev->ntb, i, &base, &size))
-			continue;
-		if (size > best_size) {
-			best = i;
-			best_size = size;
-			best_base = base;
-		}
-	}
-	if (best < 0 || best_size < NTRDMA_WINDOW_MIN) {
-		dev_err(&ndev->ntb->dev,
-			"%s: no usable memory window: %d peer MWs, the largest (flat_mw=%d) %pa bytes; ntrdma needs one of at least %u bytes\n",
-			ndev->name, n, flat_mw, &best_size, NTRDMA_WINDOW_MIN);
-		return -ENODEV;
-	}
-	ndev->flat_mw = best;
-	ndev->flat_phys = best_base;
-	ndev->flat_size = best_size;
-	return 0;
-}
-
-static int ntrdma_check_hw(struct ntb_dev *ntb)
-{
-	if (ntb_spad_count(ntb) < NTRDMA_SPAD_COUNT) {
-		dev_err(&ntb->dev, "ntrdma needs %d scratchpads, the NTB has %d\n",
-			NTRDMA_SPAD_COUNT, ntb_spad_count(ntb));
-		return -ENODEV;
-	}
-	if (!(ntb_db_valid_mask(ntb) & BIT_ULL(NTRDMA_DB_VDB)) ||
-	    !(ntb_db_valid_mask(ntb) & BIT_ULL(NTRDMA_DB_CTRL))) {
-		dev_err(&ntb->dev, "ntrdma needs doorbell bits 0 and 1\n");
-		return -ENODEV;
-	}
-	if (ntb_peer_port_count(ntb) != 1) {
-		dev_err(&ntb->dev, "ntrdma supports two-port NTBs only\n");
-		return -ENODEV;
-	}
-	return 0;
-}
-
-static int ntrdma_dev_probe(struct ntb_client *client, struct ntb_dev *ntb)
-{
-	struct ntrdma_dev *ndev;
 	int rc;
-
-	rc = ntrdma_check_hw(ntb);
-	if (rc)
-		return rc;
-
-	ndev = kzalloc(sizeof(*ndev), GFP_KERNEL);
-	if (!ndev)
-		return -ENOMEM;
-	ndev->ntb = ntb;
-	ndev->dma_dev = &ntb->pdev->dev;
-	rc = ida_alloc(&ntrdma_ida, GFP_KERNEL);
-	if (rc < 0)
-		goto err_free;
-	ndev->index = rc;
-	snprintf(ndev->name, sizeof(ndev->name), "ntrdma%d", ndev->index);
-
-	rc = ntrdma_find_flat_mw(ndev);
-	if (rc)
-		goto err_ida;
-	ndev->flat = ioremap_wc(ndev->flat_phys, ndev->flat_size);
-	if (!ndev->flat) {
-		rc = -ENOMEM;
-		goto err_ida;
-	}
 
 	rc = ntrdma_rxmem_init(ndev);
 	if (rc)
-		goto err_unmap_flat;
-
+		return rc;
 	ntrdma_vdb_init(ndev);
 	rc = ntrdma_link_init(ndev);
 	if (rc)
-		goto err_unmap_inbox;
+		goto err_rxmem;
 	rc = ntrdma_cmd_init(ndev);
 	if (rc)
-		goto err_wq;
+		goto err_link;
 	ntrdma_dma_init(ndev);
-
 	rc = ntrdma_faces_add(ndev);
 	if (rc)
 		goto err_cmd;
-
-	ntb_db_set_mask(ntb, ntb_db_valid_mask(ntb));
-	rc = ntb_set_ctx(ntb, ndev, &ntrdma_ctx_ops);
+	rc = ndev->link->ops->events_on(ndev->link, ndev);
 	if (rc)
 		goto err_faces;
-	ntb_db_clear(ntb, BIT_ULL(NTRDMA_DB_VDB) | BIT_ULL(NTRDMA_DB_CTRL));
-	ntb_db_clear_mask(ntb, BIT_ULL(NTRDMA_DB_VDB) | BIT_ULL(NTRDMA_DB_CTRL));
-
-	ntrdma_debugfs_add(ndev);
-	ntrdma_link_start(ndev);
-	dev_info(&ntb->dev, "%s: MW%d, %pa bytes; inbox %zu bytes; flat or windowed mode at link-up\n",
-		 ndev->name, ndev->flat_mw, &ndev->flat_size, ndev->inbox_size);
 	return 0;
 
 err_faces:
@@ -437,53 +337,85 @@ err_faces:
 err_cmd:
 	ntrdma_dma_fini(ndev);
 	ntrdma_cmd_fini(ndev);
-err_wq:
+err_link:
 	ntrdma_link_fini(ndev);
-err_unmap_inbox:
+err_rxmem:
 	ntrdma_rxmem_fini(ndev, true);
-err_unmap_flat:
-	iounmap(ndev->flat);
+	return rc;
+}
+
+/**
+ * ntrdma_dev_add() - a new ntrdma device on a link
+ * @link: what the backend found, filled in; it must outlive the device
+ *
+ * Process context. Adds every face, delivers the link's events and enables
+ * the link: a session starts once the peer is there.
+ *
+ * Return: the device, or an ERR_PTR().
+ */
+struct ntrdma_dev *ntrdma_dev_add(struct ntrdma_link *link)
+{
+	struct ntrdma_dev *ndev;
+	int rc;
+
+	ndev = kzalloc(sizeof(*ndev), GFP_KERNEL);
+	if (!ndev)
+		return ERR_PTR(-ENOMEM);
+	ndev->link = link;
+	rc = ida_alloc(&ntrdma_ida, GFP_KERNEL);
+	if (rc < 0)
+		goto err_free;
+	ndev->index = rc;
+	snprintf(ndev->name, sizeof(ndev->name), "ntrdma%d", ndev->index);
+	rc = ntrdma_dev_init(ndev);
+	if (rc)
+		goto err_ida;
+	ntrdma_debugfs_add(ndev);
+	ntrdma_link_start(ndev);
+	dev_info(link->parent, "%s: %s link; inbox %zu bytes\n", ndev->name,
+		 link->ops->kind, ndev->inbox_size);
+	return ndev;
+
 err_ida:
 	ida_free(&ntrdma_ida, ndev->index);
 err_free:
 	kfree(ndev);
-	return rc;
+	return ERR_PTR(rc);
 }
 
-static void ntrdma_dev_remove(struct ntb_client *client, struct ntb_dev *ntb)
+/**
+ * ntrdma_dev_remove() - remove an ntrdma device
+ * @ndev: what ntrdma_dev_add() returned
+ *
+ * Process context. Ends the session and waits (bounded) until the peer
+ * left it; memory the peer may still write is kept, never freed. The link
+ * delivers no event once it returns.
+ */
+void ntrdma_dev_remove(struct ntrdma_dev *ndev)
 {
-	struct ntrdma_dev *ndev = ntb->ctx;
+	struct ntrdma_link *link = ndev->link;
 
 	ntrdma_debugfs_del(ndev);
 	ndev->peer_quiet = ntrdma_link_stop(ndev);
-	ntb_db_set_mask(ntb, ntb_db_valid_mask(ntb));
-	ntb_clear_ctx(ntb);
+	link->ops->events_off(link);
 	ntrdma_link_fini(ndev);
-	ntb_mw_clear_trans(ntb, 0, ndev->flat_mw);
+	link->ops->rx_close(link);
 	ntrdma_faces_del(ndev, ndev->peer_quiet);
 	ntrdma_dma_fini(ndev);
 	ntrdma_cmd_fini(ndev);
 	ntrdma_rxmem_fini(ndev, ndev->peer_quiet);
-	iounmap(ndev->flat);
-	dev_info(&ntb->dev, "%s: removed\n", ndev->name);
+	dev_info(link->parent, "%s: removed\n", ndev->name);
 	ida_free(&ntrdma_ida, ndev->index);
 	kfree(ndev);
 }
-
-static struct ntb_client ntrdma_client = {
-	.ops = {
-		.probe = ntrdma_dev_probe,
-		.remove = ntrdma_dev_remove,
-	},
-};
 
 /**
  * ntrdma_engine_init() - start the engine with its faces
  * @faces: the faces every device carries, in the order they are added
  * @count: how many (at most NTRDMA_FACES_MAX)
  *
- * Registers the NTB client: every NTB device bound from then on becomes an
- * ntrdma device with these faces. @faces must outlive ntrdma_engine_exit().
+ * Registers the link backends: every link they find from then on becomes
+ * an ntrdma device with these faces. @faces must outlive ntrdma_engine_exit().
  *
  * Return: 0 or a negative errno.
  */
@@ -496,7 +428,7 @@ int ntrdma_engine_init(const struct ntrdma_face *const *faces,
 		return -EINVAL;
 	ntrdma_faces_set(faces, count);
 	ntrdma_debugfs_init();
-	rc = ntb_register_client(&ntrdma_client);
+	rc = ntrdma_ntb_register();
 	if (rc)
 		ntrdma_debugfs_exit();
 	return rc;
@@ -507,6 +439,6 @@ int ntrdma_engine_init(const struct ntrdma_face *const *faces,
  */
 void ntrdma_engine_exit(void)
 {
-	ntb_unregister_client(&ntrdma_client);
+	ntrdma_ntb_unregister();
 	ntrdma_debugfs_exit();
 }

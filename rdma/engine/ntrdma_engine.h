@@ -2,7 +2,7 @@
 /*
  * NTRDMA engine: what a face may use.
  *
- * The engine owns one ntrdma device per NTB device: the link (handshake,
+ * The engine owns one ntrdma device per link (an NTB device): the link (handshake,
  * heartbeat), the doorbells, the command channel and the transport queue
  * pairs (TQPs). It never names its faces: each face describes itself with a
  * struct ntrdma_face, the module lists them once (ntrdma_main.c), and the
@@ -23,7 +23,6 @@
 struct device;
 struct net_device;
 struct dentry;
-struct ntb_dev;
 struct ntrdma_dev;
 struct ntrdma_tqp;
 struct seq_file;
@@ -68,8 +67,8 @@ void ntrdma_engine_exit(void);
 
 const char *ntrdma_dev_name(struct ntrdma_dev *ndev);
 int ntrdma_dev_index(struct ntrdma_dev *ndev);
-struct ntb_dev *ntrdma_dev_ntb(struct ntrdma_dev *ndev);
 struct device *ntrdma_dev_parent(struct ntrdma_dev *ndev);
+int ntrdma_dev_port(struct ntrdma_dev *ndev);
 struct device *ntrdma_dev_dma_device(struct ntrdma_dev *ndev);
 bool ntrdma_dev_dma_copies(struct ntrdma_dev *ndev);
 int ntrdma_dev_peer_read(struct ntrdma_dev *ndev, u64 addr, void *buf,

@@ -45,11 +45,11 @@ int ntrdma_faces_add(struct ntrdma_dev *ndev)
 			continue;
 		ndev->face_priv[i] = NULL;
 		if (face->optional) {
-			dev_warn(&ndev->ntb->dev, "%s: no %s face: %d\n",
+			dev_warn(ndev->link->parent, "%s: no %s face: %d\n",
 				 ndev->name, face->name, rc);
 			continue;
 		}
-		dev_err(&ndev->ntb->dev, "%s: %s face: %d\n", ndev->name,
+		dev_err(ndev->link->parent, "%s: %s face: %d\n", ndev->name,
 			face->name, rc);
 		faces_del_from(ndev, (int)i - 1, true);
 		return rc;

@@ -329,10 +329,9 @@ static int fault_run(struct ntrdma_dev *ndev, const char *buf)
 		return 0;
 	}
 	if (!strcmp(buf, "link_off"))
-		return ntb_link_disable(ndev->ntb);
+		return ndev->link->ops->disable(ndev->link);
 	if (!strcmp(buf, "link_on"))
-		return ntb_link_enable(ndev->ntb, NTB_SPEED_AUTO,
-				       NTB_WIDTH_AUTO);
+		return ndev->link->ops->enable(ndev->link);
 	rc = ntrdma_canary_run(ndev, buf);
 	if (rc != -ENOENT)
 		return rc;

@@ -135,9 +135,25 @@ static u32 ntrdma_new_epoch(u32 old)
 	return e;
 }
 
+/* The link's scratchpads and state (ntrdma_link_ops.h). */
+static u32 link_spad(struct ntrdma_dev *ndev, unsigned int idx)
+{
+	return ndev->link->ops->spad_read(ndev->link, idx);
+}
+
+static void link_peer_spad(struct ntrdma_dev *ndev, unsigned int idx, u32 val)
+{
+	ndev->link->ops->peer_spad_write(ndev->link, idx, val);
+}
+
+static bool link_hw_up(struct ntrdma_dev *ndev)
+{
+	return ndev->link->ops->is_up(ndev->link);
+}
+
 static void ntrdma_ring_ctrl(struct ntrdma_dev *ndev)
 {
-	ntb_peer_db_set(ndev->ntb, BIT_ULL(NTRDMA_DB_CTRL));
+	ndev->link->ops->peer_db_set(ndev->link, NTRDMA_DB_CTRL);
 }
 
 /*
@@ -148,22 +164,20 @@ static void ntrdma_ring_ctrl(struct ntrdma_dev *ndev)
  */
 static void ntrdma_publish(struct ntrdma_dev *ndev)
 {
-	struct ntb_dev *ntb = ndev->ntb;
-
-	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_MAGIC, 0);
-	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_EPOCH, 0);
+	link_peer_spad(ndev, NTRDMA_SPAD_MAGIC, 0);
+	link_peer_spad(ndev, NTRDMA_SPAD_EPOCH, 0);
 	wmb(); /* the epoch is void before the fields change */
-	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_VERSION, NTRDMA_VERSION);
-	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_INBOX_LO,
-			    lower_32_bits(ndev->inbox_dma));
-	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_INBOX_HI,
-			    upper_32_bits(ndev->inbox_dma));
-	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_INBOX_SIZE, ndev->inbox_size);
+	link_peer_spad(ndev, NTRDMA_SPAD_VERSION, NTRDMA_VERSION);
+	link_peer_spad(ndev, NTRDMA_SPAD_INBOX_LO,
+		       lower_32_bits(ndev->inbox_dma));
+	link_peer_spad(ndev, NTRDMA_SPAD_INBOX_HI,
+		       upper_32_bits(ndev->inbox_dma));
+	link_peer_spad(ndev, NTRDMA_SPAD_INBOX_SIZE, ndev->inbox_size);
 	wmb(); /* the fields before the epoch that names them */
-	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_EPOCH, ndev->epoch);
-	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_ACK, ndev->peer_epoch);
+	link_peer_spad(ndev, NTRDMA_SPAD_EPOCH, ndev->epoch);
+	link_peer_spad(ndev, NTRDMA_SPAD_ACK, ndev->peer_epoch);
 	wmb(); /* the fields before the magic that validates them */
-	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_MAGIC, NTRDMA_MAGIC);
+	link_peer_spad(ndev, NTRDMA_SPAD_MAGIC, NTRDMA_MAGIC);
 	ntrdma_ring_ctrl(ndev);
 }
 
@@ -174,8 +188,8 @@ static void ntrdma_publish(struct ntrdma_dev *ndev)
  */
 static void ntrdma_withdraw(struct ntrdma_dev *ndev)
 {
-	ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_MAGIC, 0);
-	ntb_peer_spad_write(ndev->ntb, 0, NTRDMA_SPAD_EPOCH, 0);
+	link_peer_spad(ndev, NTRDMA_SPAD_MAGIC, 0);
+	link_peer_spad(ndev, NTRDMA_SPAD_EPOCH, 0);
 	ntrdma_ring_ctrl(ndev);
 }
 
@@ -189,9 +203,9 @@ static bool ntrdma_trans_err_transient(int rc)
 static void ntrdma_refuse(struct ntrdma_dev *ndev, int flat_rc, int rc)
 {
 	ndev->flat_refused = true;
-	dev_err(&ndev->ntb->dev,
-		"%s: MW%d cannot map our RAM at translation 0 (%d), and windowed mode cannot run in it (%d): the link stays down until ntrdma is reloaded\n",
-		ndev->name, ndev->flat_mw, flat_rc, rc);
+	dev_err(ndev->link->parent,
+		"%s: the window cannot map our RAM at translation 0 (%d), and windowed mode cannot run in it (%d): the link stays down until ntrdma is reloaded\n",
+		ndev->name, flat_rc, rc);
 }
 
 /* The window cannot be flat: windowed mode, for the device's life. */
@@ -202,9 +216,9 @@ static int ntrdma_choose_windowed(struct ntrdma_dev *ndev, int flat_rc)
 	if (!rc)
 		rc = ntrdma_window_trans(ndev);
 	if (ntrdma_dev_windowed(ndev))
-		dev_info(&ndev->ntb->dev,
-			 "%s: windowed mode: MW%d cannot map our RAM at translation 0 (%d): the peer writes only our %zu-byte window buffer; no direct placement\n",
-			 ndev->name, ndev->flat_mw, flat_rc, ndev->win.size);
+		dev_info(ndev->link->parent,
+			 "%s: windowed mode: the window cannot map our RAM at translation 0 (%d): the peer writes only our %zu-byte window buffer; no direct placement\n",
+			 ndev->name, flat_rc, ndev->win.size);
 	if (rc && !ntrdma_trans_err_transient(rc))
 		ntrdma_refuse(ndev, flat_rc, rc);
 	return rc;
@@ -216,8 +230,8 @@ static int ntrdma_set_flat_trans(struct ntrdma_dev *ndev)
 	resource_size_t align, size_align, size_max = 0;
 	int rc;
 
-	rc = ntb_mw_get_align(ndev->ntb, 0, ndev->flat_mw, &align, &size_align,
-			      &size_max);
+	rc = ndev->link->ops->rx_limits(ndev->link, &align, &size_align,
+					&size_max);
 	if (!rc && ntrdma_force_windowed && !ndev->mode_chosen)
 		return ntrdma_choose_windowed(ndev, -EPERM);
 	if (!rc)
@@ -226,7 +240,7 @@ static int ntrdma_set_flat_trans(struct ntrdma_dev *ndev)
 		 * the DMA addresses we give it (identity without an IOMMU,
 		 * IOVAs with one).
 		 */
-		rc = ntb_mw_set_trans(ndev->ntb, 0, ndev->flat_mw, 0, size_max);
+		rc = ndev->link->ops->rx_open(ndev->link, 0, size_max);
 	if (!rc && !ndev->mode_chosen)
 		ntrdma_rxmem_flat_chosen(ndev);
 	if (!rc || ntrdma_trans_err_transient(rc))
@@ -288,7 +302,7 @@ static void ntrdma_go_up(struct ntrdma_dev *ndev)
 	WRITE_ONCE(ndev->state, NTRDMA_LINK_UP);
 	ntrdma_hb_send(ndev);
 	atomic64_inc(&ndev->stats.link_up_events);
-	dev_info(&ndev->ntb->dev, "%s: link up (epoch %08x, peer %08x)\n",
+	dev_info(ndev->link->parent, "%s: link up (epoch %08x, peer %08x)\n",
 		 ndev->name, ndev->epoch, ndev->peer_epoch);
 	mod_timer(&ndev->hb_timer, jiffies + ntrdma_hb_period());
 	ntrdma_cmd_start(ndev);
@@ -323,7 +337,7 @@ static void ntrdma_leave_up(struct ntrdma_dev *ndev, const char *why)
 	WRITE_ONCE(ndev->state, NTRDMA_LINK_DOWN);
 	del_timer_sync(&ndev->hb_timer);
 	atomic64_inc(&ndev->stats.link_down_events);
-	dev_info(&ndev->ntb->dev, "%s: link down: %s\n", ndev->name, why);
+	dev_info(ndev->link->parent, "%s: link down: %s\n", ndev->name, why);
 	ntrdma_faces_link(ndev, false);
 	ntrdma_cmd_stop(ndev);
 }
@@ -338,7 +352,7 @@ static void ntrdma_go_down(struct ntrdma_dev *ndev, const char *why)
 	 * reopens when we publish the next session.
 	 */
 	if (ndev->flat_trans) {
-		ntb_mw_clear_trans(ndev->ntb, 0, ndev->flat_mw);
+		ndev->link->ops->rx_close(ndev->link);
 		ndev->flat_trans = false;
 	}
 	ndev->epoch = ntrdma_new_epoch(ndev->epoch);
@@ -353,38 +367,37 @@ static void ntrdma_go_down(struct ntrdma_dev *ndev, const char *why)
 /* Validate and accept what the peer published in our scratchpads. */
 static void ntrdma_try_accept(struct ntrdma_dev *ndev)
 {
-	struct ntb_dev *ntb = ndev->ntb;
 	u32 magic, version, epoch, size;
 	u64 inbox;
 	int rc;
 
-	magic = ntb_spad_read(ntb, NTRDMA_SPAD_MAGIC);
+	magic = link_spad(ndev, NTRDMA_SPAD_MAGIC);
 	rmb(); /* the magic before the fields it validates */
-	epoch = ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH);
+	epoch = link_spad(ndev, NTRDMA_SPAD_EPOCH);
 	rmb(); /* the epoch before the fields it names */
-	version = ntb_spad_read(ntb, NTRDMA_SPAD_VERSION);
-	inbox = ntb_spad_read(ntb, NTRDMA_SPAD_INBOX_LO) |
-		(u64)ntb_spad_read(ntb, NTRDMA_SPAD_INBOX_HI) << 32;
-	size = ntb_spad_read(ntb, NTRDMA_SPAD_INBOX_SIZE);
+	version = link_spad(ndev, NTRDMA_SPAD_VERSION);
+	inbox = link_spad(ndev, NTRDMA_SPAD_INBOX_LO) |
+		(u64)link_spad(ndev, NTRDMA_SPAD_INBOX_HI) << 32;
+	size = link_spad(ndev, NTRDMA_SPAD_INBOX_SIZE);
 	rmb(); /* the fields before the re-check */
 	/*
 	 * A publication in progress: the fields may mix two of them (a new
 	 * epoch with an old inbox address). Look again at the next pass.
 	 */
-	if (ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) != epoch ||
-	    ntb_spad_read(ntb, NTRDMA_SPAD_MAGIC) != magic)
+	if (link_spad(ndev, NTRDMA_SPAD_EPOCH) != epoch ||
+	    link_spad(ndev, NTRDMA_SPAD_MAGIC) != magic)
 		return;
 
 	if (magic != NTRDMA_MAGIC || !epoch || epoch == ndev->peer_epoch)
 		return;
 	rc = ntrdma_wire_check_boot(magic, version, epoch, inbox, size,
-				    ndev->flat_size);
+				    ndev->link->map_size);
 	if (rc) {
 		atomic64_inc(&ndev->stats.proto_errors);
-		dev_err_ratelimited(&ntb->dev,
+		dev_err_ratelimited(ndev->link->parent,
 				    "%s: peer bootstrap rejected (%d): version %u inbox %#llx+%u, window %pa\n",
 				    ndev->name, rc, version, inbox, size,
-				    &ndev->flat_size);
+				    &ndev->link->map_size);
 		return;
 	}
 	/*
@@ -395,9 +408,9 @@ static void ntrdma_try_accept(struct ntrdma_dev *ndev)
 	 */
 	memset(ndev->inbox, 0, ndev->inbox_size);
 	WRITE_ONCE(ndev->peer_epoch, epoch);
-	ndev->pinbox = (struct ntrdma_inbox __iomem *)(ndev->flat + inbox);
+	ndev->pinbox = (struct ntrdma_inbox __iomem *)(ndev->link->map + inbox);
 	ndev->pinbox_off = inbox;
-	ntb_peer_spad_write(ntb, 0, NTRDMA_SPAD_ACK, epoch);
+	link_peer_spad(ndev, NTRDMA_SPAD_ACK, epoch);
 	ntrdma_ring_ctrl(ndev);
 }
 
@@ -411,21 +424,18 @@ static void ntrdma_try_accept(struct ntrdma_dev *ndev)
  */
 static bool ntrdma_peer_acked(struct ntrdma_dev *ndev)
 {
-	struct ntb_dev *ntb = ndev->ntb;
-
 	if (!ndev->peer_epoch ||
-	    ntb_spad_read(ntb, NTRDMA_SPAD_ACK) != ndev->epoch)
+	    link_spad(ndev, NTRDMA_SPAD_ACK) != ndev->epoch)
 		return false;
 	rmb(); /* the acknowledgment before the epoch written ahead of it */
-	return ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) == ndev->peer_epoch &&
-	       ntb_spad_read(ntb, NTRDMA_SPAD_MAGIC) == NTRDMA_MAGIC;
+	return link_spad(ndev, NTRDMA_SPAD_EPOCH) == ndev->peer_epoch &&
+	       link_spad(ndev, NTRDMA_SPAD_MAGIC) == NTRDMA_MAGIC;
 }
 
 static void ntrdma_link_work(struct work_struct *work)
 {
 	struct ntrdma_dev *ndev = container_of(to_delayed_work(work),
 					       struct ntrdma_dev, link_work);
-	struct ntb_dev *ntb = ndev->ntb;
 	bool hw;
 	u32 v;
 
@@ -435,7 +445,7 @@ static void ntrdma_link_work(struct work_struct *work)
 	if (ntrdma_fault_deaf(ndev))
 		goto resched;	/* test builds: a peer late to look */
 
-	hw = ntb_link_is_up(ntb, NULL, NULL);
+	hw = link_hw_up(ndev);
 	if (!hw) {
 		if (ndev->hw_up) {
 			ndev->hw_up = false;
@@ -453,12 +463,12 @@ static void ntrdma_link_work(struct work_struct *work)
 	if (ndev->state != NTRDMA_LINK_UP) {
 		if (atomic_read(&ndev->copies_abandoned)) {
 			/* ntrdma_place.c: the peer takes a session as proof */
-			dev_warn_ratelimited(&ntb->dev, "%s: DMA copies of the last session still on the channel: no new session yet\n",
+			dev_warn_ratelimited(ndev->link->parent, "%s: DMA copies of the last session still on the channel: no new session yet\n",
 					     ndev->name);
 			goto resched;
 		}
 		if (ndev->peer_epoch &&
-		    ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) != ndev->peer_epoch) {
+		    link_spad(ndev, NTRDMA_SPAD_EPOCH) != ndev->peer_epoch) {
 			/* The peer withdrew the session we had accepted. */
 			WRITE_ONCE(ndev->peer_epoch, 0);
 			ndev->pinbox = NULL;
@@ -482,7 +492,7 @@ static void ntrdma_link_work(struct work_struct *work)
 		ntrdma_go_down(ndev, "the peer left the session");
 		goto resched;
 	}
-	if (ntb_spad_read(ntb, NTRDMA_SPAD_EPOCH) != ndev->peer_epoch) {
+	if (link_spad(ndev, NTRDMA_SPAD_EPOCH) != ndev->peer_epoch) {
 		ntrdma_go_down(ndev, "peer restarted");
 		goto resched;
 	}
@@ -528,13 +538,19 @@ void ntrdma_link_proto_error(struct ntrdma_dev *ndev, const char *what)
 	/* Once a session: the first error ends it, the rest are its echo. */
 	if (!ntrdma_link_is_up(ndev) || atomic_xchg(&ndev->proto_fault, 1))
 		return;
-	dev_err(&ndev->ntb->dev, "%s: protocol error: %s: ending the session\n",
+	dev_err(ndev->link->parent, "%s: protocol error: %s: ending the session\n",
 		ndev->name, what);
 	mod_delayed_work(ndev->wq, &ndev->link_work, 0);
 }
 
-/* NTB link event or control doorbell: look at the link state now. */
-void ntrdma_link_kick(struct ntrdma_dev *ndev)
+/**
+ * ntrdma_link_event() - the link below the session changed
+ * @ndev: the device
+ *
+ * Any context (a backend's link event, our control doorbell): the link
+ * work looks at the link state at once.
+ */
+void ntrdma_link_event(struct ntrdma_dev *ndev)
 {
 	mod_delayed_work(ndev->wq, &ndev->link_work, 0);
 	wake_up_all(&ndev->ctrl_wait);
@@ -554,15 +570,15 @@ int ntrdma_link_init(struct ntrdma_dev *ndev)
 
 void ntrdma_link_start(struct ntrdma_dev *ndev)
 {
-	ntb_link_enable(ndev->ntb, NTB_SPEED_AUTO, NTB_WIDTH_AUTO);
+	ndev->link->ops->enable(ndev->link);
 	mod_delayed_work(ndev->wq, &ndev->link_work, 0);
 }
 
 /* Has the peer left our session (it no longer acknowledges @epoch)? */
 static bool ntrdma_peer_left(struct ntrdma_dev *ndev, u32 epoch)
 {
-	return !ntb_link_is_up(ndev->ntb, NULL, NULL) ||
-	       ntb_spad_read(ndev->ntb, NTRDMA_SPAD_ACK) != epoch;
+	return !link_hw_up(ndev) ||
+	       link_spad(ndev, NTRDMA_SPAD_ACK) != epoch;
 }
 
 /*
@@ -599,10 +615,10 @@ bool ntrdma_link_stop(struct ntrdma_dev *ndev)
 				  2 * ntrdma_hb_timeout()) ||
 	       ntrdma_peer_left(ndev, epoch);
 	if (!left)
-		dev_warn(&ndev->ntb->dev,
+		dev_warn(ndev->link->parent,
 			 "%s: the peer still holds our session: keeping the memory it may write\n",
 			 ndev->name);
-	ntb_link_disable(ndev->ntb);
+	ndev->link->ops->disable(ndev->link);
 	return left;
 }
 

@@ -78,7 +78,7 @@ static void place_cpu(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
 
 	for (i = 0; i < n; i++) {
 		va = kmap_local_page(pc[i].page);
-		memcpy_toio(tqp->ndev->flat + pc[i].dst, va + pc[i].off,
+		memcpy_toio(tqp->ndev->link->map + pc[i].dst, va + pc[i].off,
 			    pc[i].len);
 		kunmap_local(va);
 	}
@@ -351,7 +351,7 @@ bool ntrdma_tqp_place_fence(struct ntrdma_tqp *tqp)
 			   READ_ONCE(tqp->abandoned), PLACE_FENCE_WAIT);
 	if (place_done_to(tqp, mark))
 		return true;
-	dev_err(&tqp->ndev->ntb->dev, "%s: TQP%d: placements still on the DMA channel (%s)\n",
+	dev_err(tqp->ndev->link->parent, "%s: TQP%d: placements still on the DMA channel (%s)\n",
 		tqp->ndev->name, tqp->id,
 		READ_ONCE(tqp->abandoned) ? "the stop gave up on them" :
 					    "after 10 s");

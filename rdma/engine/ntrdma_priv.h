@@ -24,13 +24,13 @@
 #include <linux/workqueue.h>
 #include <linux/mutex.h>
 #include <linux/sizes.h>
-#include <linux/ntb.h>
 #include <linux/spinlock.h>
 #include <linux/timer.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
 
 #include "ntrdma_engine.h"
+#include "ntrdma_link_ops.h"
 
 struct dma_chan;
 
@@ -186,9 +186,7 @@ struct ntrdma_tqp {
 	bool orphan;		/* destroyed, kept for them: no ndev, ops */
 };
 
-/* The smallest window windowed mode runs in (inbox, a few buffers each). */
-#define NTRDMA_WINDOW_MIN	SZ_1M
-/* ...and the most it takes: rings for both faces fit; one order-10 block. */
+/* The most windowed mode takes: both faces' rings; one order-10 block. */
 #define NTRDMA_WINDOW_MAX	SZ_4M
 
 /* Windowed mode: the one buffer our inbound window translates to. */
@@ -202,16 +200,11 @@ struct ntrdma_window {
 struct ntrdma_rxmem_ops;
 
 struct ntrdma_dev {
-	struct ntb_dev *ntb;
-	struct device *dma_dev;		/* maps buffers the peer writes */
+	struct ntrdma_link *link;	/* its ops, the window onto the peer */
 	int index;			/* ntrdma%d */
 	char name[16];
 
-	/* flat window onto the peer's memory */
-	int flat_mw;
-	phys_addr_t flat_phys;
-	resource_size_t flat_size;
-	void __iomem *flat;
+	/* the link's window onto the peer's memory */
 	bool flat_trans;		/* inbound translation set */
 	bool flat_refused;		/* the NTB refused translation 0 */
 
@@ -228,7 +221,7 @@ struct ntrdma_dev {
 	struct ntrdma_inbox *boot_inbox; /* flat-mode inbox from probe */
 	dma_addr_t boot_inbox_dma;
 
-	/* the peer's inbox, through the flat window */
+	/* the peer's inbox, through the link's window */
 	struct ntrdma_inbox __iomem *pinbox;
 	u64 pinbox_off;			/* its offset in the window */
 
@@ -332,7 +325,6 @@ int ntrdma_link_init(struct ntrdma_dev *ndev);
 void ntrdma_link_start(struct ntrdma_dev *ndev);
 bool ntrdma_link_stop(struct ntrdma_dev *ndev);
 void ntrdma_link_fini(struct ntrdma_dev *ndev);
-void ntrdma_link_kick(struct ntrdma_dev *ndev);
 extern unsigned int ntrdma_heartbeat_ms;
 extern unsigned int ntrdma_heartbeat_timeout_ms;
 

@@ -47,8 +47,8 @@ static int flat_alloc(struct ntrdma_dev *ndev, struct ntrdma_rxbuf *b,
 	b->va = kzalloc(len, gfp);
 	if (!b->va)
 		return -ENOMEM;
-	b->dma = dma_map_single(ndev->dma_dev, b->va, len, DMA_FROM_DEVICE);
-	if (dma_mapping_error(ndev->dma_dev, b->dma)) {
+	b->dma = dma_map_single(ndev->link->dma_dev, b->va, len, DMA_FROM_DEVICE);
+	if (dma_mapping_error(ndev->link->dma_dev, b->dma)) {
 		kfree(b->va);
 		b->va = NULL;
 		return -EIO;
@@ -60,7 +60,7 @@ static int flat_alloc(struct ntrdma_dev *ndev, struct ntrdma_rxbuf *b,
 
 static void flat_free(struct ntrdma_dev *ndev, struct ntrdma_rxbuf *b)
 {
-	dma_unmap_single(ndev->dma_dev, b->dma, b->len, DMA_FROM_DEVICE);
+	dma_unmap_single(ndev->link->dma_dev, b->dma, b->len, DMA_FROM_DEVICE);
 	kfree(b->va);
 	b->va = NULL;
 }
@@ -68,13 +68,13 @@ static void flat_free(struct ntrdma_dev *ndev, struct ntrdma_rxbuf *b)
 static void flat_for_cpu(struct ntrdma_dev *ndev, const struct ntrdma_rxbuf *b,
 			 size_t len)
 {
-	dma_sync_single_for_cpu(ndev->dma_dev, b->dma, len, DMA_FROM_DEVICE);
+	dma_sync_single_for_cpu(ndev->link->dma_dev, b->dma, len, DMA_FROM_DEVICE);
 }
 
 static void flat_for_peer(struct ntrdma_dev *ndev,
 			  const struct ntrdma_rxbuf *b, size_t len)
 {
-	dma_sync_single_for_device(ndev->dma_dev, b->dma, len,
+	dma_sync_single_for_device(ndev->link->dma_dev, b->dma, len,
 				   DMA_FROM_DEVICE);
 }
 
@@ -197,9 +197,9 @@ int ntrdma_rxmem_init(struct ntrdma_dev *ndev)
 					GFP_KERNEL | __GFP_ZERO);
 	if (!ndev->inbox)
 		return -ENOMEM;
-	ndev->inbox_dma = dma_map_single(ndev->dma_dev, ndev->inbox,
+	ndev->inbox_dma = dma_map_single(ndev->link->dma_dev, ndev->inbox,
 					 ndev->inbox_size, DMA_BIDIRECTIONAL);
-	if (dma_mapping_error(ndev->dma_dev, ndev->inbox_dma)) {
+	if (dma_mapping_error(ndev->link->dma_dev, ndev->inbox_dma)) {
 		free_pages_exact(ndev->inbox, ndev->inbox_size);
 		return -EIO;
 	}
@@ -212,7 +212,7 @@ int ntrdma_rxmem_init(struct ntrdma_dev *ndev)
 void ntrdma_rxmem_flat_chosen(struct ntrdma_dev *ndev)
 {
 	ndev->mode_chosen = true;
-	ndev->peer_reach = ndev->flat_size;
+	ndev->peer_reach = ndev->link->map_size;
 }
 
 /*
@@ -235,7 +235,7 @@ static int window_move_inbox(struct ntrdma_dev *ndev)
 
 /**
  * ntrdma_window_setup() - choose windowed mode: the window buffer and pool
- * @ndev: the device, its NTB link up (for ntb_mw_get_align())
+ * @ndev: the device, its link up (for the rx_limits op)
  *
  * Link work. Allocates a coherent buffer on the NTB's PCI device as large
  * as the window (size_max; at most NTRDMA_WINDOW_MAX, the largest block the
@@ -250,16 +250,16 @@ int ntrdma_window_setup(struct ntrdma_dev *ndev)
 	struct ntrdma_window *w = &ndev->win;
 	int rc;
 
-	rc = ntb_mw_get_align(ndev->ntb, 0, ndev->flat_mw, &align, &size_align,
-			      &size_max);
+	rc = ndev->link->ops->rx_limits(ndev->link, &align, &size_align,
+					&size_max);
 	if (rc)
 		return rc;
-	size_max = min3(size_max, ndev->flat_size,
+	size_max = min3(size_max, ndev->link->map_size,
 			(resource_size_t)NTRDMA_WINDOW_MAX);
 	if (size_max < NTRDMA_WINDOW_MIN ||
 	    (size_align && !IS_ALIGNED(size_max, size_align)))
 		return -ENOSPC;
-	w->va = dma_alloc_coherent(ndev->dma_dev, size_max, &w->dma, GFP_KERNEL);
+	w->va = dma_alloc_coherent(ndev->link->dma_dev, size_max, &w->dma, GFP_KERNEL);
 	if (!w->va)
 		return -ENOMEM;
 	if (align && !IS_ALIGNED(w->dma, align)) {
@@ -267,7 +267,7 @@ int ntrdma_window_setup(struct ntrdma_dev *ndev)
 		goto err_free;
 	}
 	w->size = size_max;
-	w->pool = gen_pool_create(NTRDMA_WINDOW_ORDER, dev_to_node(ndev->dma_dev));
+	w->pool = gen_pool_create(NTRDMA_WINDOW_ORDER, dev_to_node(ndev->link->dma_dev));
 	if (!w->pool) {
 		rc = -ENOMEM;
 		goto err_free;
@@ -287,7 +287,7 @@ err_pool:
 	gen_pool_destroy(w->pool);
 	w->pool = NULL;
 err_free:
-	dma_free_coherent(ndev->dma_dev, size_max, w->va, w->dma);
+	dma_free_coherent(ndev->link->dma_dev, size_max, w->va, w->dma);
 	w->va = NULL;
 	return rc;
 }
@@ -296,12 +296,12 @@ err_free:
  * ntrdma_window_trans() - set the window's translation to our buffer
  * @ndev: the device, in windowed mode
  *
- * Return: what ntb_mw_set_trans() returns.
+ * Return: what the link's rx_open op returns.
  */
 int ntrdma_window_trans(struct ntrdma_dev *ndev)
 {
-	return ntb_mw_set_trans(ndev->ntb, 0, ndev->flat_mw, ndev->win.dma,
-				ndev->win.size);
+	return ndev->link->ops->rx_open(ndev->link, ndev->win.dma,
+					ndev->win.size);
 }
 
 /* Windowed mode: the inbox back to the pool, then the whole, if all is. */
@@ -311,12 +311,12 @@ static void window_fini(struct ntrdma_dev *ndev)
 
 	gen_pool_free(w->pool, (unsigned long)ndev->inbox, ndev->inbox_size);
 	if (gen_pool_avail(w->pool) != gen_pool_size(w->pool)) {
-		dev_warn(&ndev->ntb->dev, "%s: a face still holds window buffers: keeping the window's %zu bytes\n",
+		dev_warn(ndev->link->parent, "%s: a face still holds window buffers: keeping the window's %zu bytes\n",
 			 ndev->name, w->size);
 		return;
 	}
 	gen_pool_destroy(w->pool);
-	dma_free_coherent(ndev->dma_dev, w->size, w->va, w->dma);
+	dma_free_coherent(ndev->link->dma_dev, w->size, w->va, w->dma);
 }
 
 /**
@@ -332,14 +332,14 @@ void ntrdma_rxmem_fini(struct ntrdma_dev *ndev, bool peer_quiet)
 	bool windowed = ntrdma_dev_windowed(ndev);
 
 	if (windowed || peer_quiet) {
-		dma_unmap_single(ndev->dma_dev, ndev->boot_inbox_dma,
+		dma_unmap_single(ndev->link->dma_dev, ndev->boot_inbox_dma,
 				 ndev->inbox_size, DMA_BIDIRECTIONAL);
 		free_pages_exact(ndev->boot_inbox, ndev->inbox_size);
 	}
 	if (windowed && peer_quiet)
 		window_fini(ndev);
 	else if (windowed)
-		dev_warn(&ndev->ntb->dev, "%s: the peer may still write our window buffer: keeping its %zu bytes\n",
+		dev_warn(ndev->link->parent, "%s: the peer may still write our window buffer: keeping its %zu bytes\n",
 			 ndev->name, ndev->win.size);
 }
 

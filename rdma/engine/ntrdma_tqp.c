@@ -239,7 +239,7 @@ void ntrdma_tqp_destroy(struct ntrdma_tqp *tqp)
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
 	if (tqp->orphan) {
 		/* Late completions still find it (see tqp_abandon()). */
-		dev_err(&ndev->ntb->dev, "%s: TQP%d: DMA copies still pending: keeping its memory\n",
+		dev_err(ndev->link->parent, "%s: TQP%d: DMA copies still pending: keeping its memory\n",
 			ndev->name, tqp->id);
 		return;
 	}
@@ -269,7 +269,7 @@ void ntrdma_tqp_start(struct ntrdma_tqp *tqp)
 	if (tqp->abandoned) {
 		/* Copies of an abandoned session still own slots. */
 		spin_unlock_irqrestore(&tqp->tx_lock, flags);
-		dev_err(&ndev->ntb->dev, "%s: TQP%d: DMA copies of the last session still pending: not started\n",
+		dev_err(ndev->link->parent, "%s: TQP%d: DMA copies of the last session still pending: not started\n",
 			ndev->name, tqp->id);
 		return;
 	}
@@ -379,7 +379,7 @@ static void tqp_abandon(struct ntrdma_tqp *tqp)
 	u32 len;
 	int i;
 
-	dev_err(&tqp->ndev->ntb->dev,
+	dev_err(tqp->ndev->link->parent,
 		"%s: TQP%d: %d DMA copies still pending after %u s: reported as failed, their mappings kept\n",
 		tqp->ndev->name, tqp->id, atomic_read(&tqp->dma_inflight),
 		TQP_STOP_WAIT / HZ);
@@ -634,7 +634,7 @@ static int tqp_peer_buf(struct ntrdma_tqp *tqp, struct ntrdma_wire_rxd *d)
 	rmb(); /* the producer index before the descriptor */
 	memcpy(d, &own->rxd[ntrdma_ring_idx(tqp->tx_pos, TQP_RING)], sizeof(*d));
 	if (ntrdma_wire_check_rxd(d, tqp->tx_pos, 1, U32_MAX,
-				  tqp->ndev->flat_size)) {
+				  tqp->ndev->link->map_size)) {
 		ntrdma_link_proto_error(tqp->ndev, "bad receive buffer");
 		return -EPROTO;
 	}
@@ -889,7 +889,7 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 			goto out;
 		}
 	}
-	tqp_cpu_copy(ndev->flat + d.addr, sg, nsge);
+	tqp_cpu_copy(ndev->link->map + d.addr, sg, nsge);
 	memcpy_toio(&pt->cqe[ntrdma_ring_idx(c.seq, TQP_RING)], &c, sizeof(c));
 	tqp->tx_pos++;
 	tqp->tx_done = tqp->tx_pos;

@@ -96,7 +96,7 @@ void ntrdma_vdb_ring(struct ntrdma_dev *ndev, int idx)
 	iowrite32(++ndev->vdb_out[idx], &pinbox->vdb[idx]);
 	spin_unlock_irqrestore(&ndev->vdb_out_lock, flags);
 	wmb(); /* the doorbell word before the interrupt */
-	ntb_peer_db_set(ndev->ntb, BIT_ULL(NTRDMA_DB_VDB));
+	ndev->link->ops->peer_db_set(ndev->link, NTRDMA_DB_VDB);
 	atomic64_inc(&ndev->stats.vdb_rings);
 }
 
