@@ -117,6 +117,22 @@ class Uc : public Base {
         EXPECT_EQ(wc[0].src_qp, c.a->qp_num);
         EXPECT_EQ(std::count(dst->p(), dst->p(len), fill), static_cast<long>(len)) << "payload";
     }
+
+    // SENDs of 4 KiB from @src into @dst until one was placed (exports
+    // travel on the command channel: the first SENDs may take the checked
+    // path); a fatal failure when none was in 5 s.
+    void WaitPlaced(const Conn& c, Buf* src, Buf* dst) {
+        const long long placed0 = HwCounter(this->a_.name, "placed_sends");
+        const auto deadline = Clock::now() + std::chrono::seconds(5);
+        for (uint64_t id = 1; Clock::now() < deadline; id++) {
+            ASSERT_NO_FATAL_FAILURE(this->ExpectDelivered(c, src, dst, 4096, id & 0xff, id));
+            std::this_thread::sleep_for(milliseconds(20));
+            if (HwCounter(this->a_.name, "placed_sends") > placed0) {
+                return;
+            }
+        }
+        FAIL() << "no UC SEND was placed in 5 s";
+    }
 };
 
 struct UcNames {
@@ -239,15 +255,8 @@ TYPED_TEST(Uc, SendsArePlaced) {
     Buf* src = this->Reg(this->a_, 4096, kLocal);
     Buf* dst = this->Reg(this->b_, 4096, kLocal);
     ASSERT_FALSE(this->HasFailure());
-    const long long placed0 = HwCounter(this->a_.name, "placed_sends");
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    long long placed = placed0;
-    for (uint64_t id = 1; placed == placed0 && std::chrono::steady_clock::now() < deadline; id++) {
-        ASSERT_NO_FATAL_FAILURE(this->ExpectDelivered(c, src, dst, 4096, id & 0xff, id));
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        placed = HwCounter(this->a_.name, "placed_sends");
-    }
-    ASSERT_GT(placed, placed0) << "no UC SEND was placed in 5 s";
+    ASSERT_NO_FATAL_FAILURE(this->WaitPlaced(c, src, dst));
+    const long long placed = HwCounter(this->a_.name, "placed_sends");
     const long long rx0 = HwCounter(this->b_.name, "rx_segments");
     for (uint32_t i = 0; i < 50; i++) {
         ASSERT_NO_FATAL_FAILURE(this->ExpectDelivered(c, src, dst, 1 + i * 81, i, 1000 + i));
@@ -255,6 +264,83 @@ TYPED_TEST(Uc, SendsArePlaced) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     EXPECT_EQ(HwCounter(this->a_.name, "placed_sends") - placed, 50);
     EXPECT_EQ(HwCounter(this->b_.name, "rx_segments"), rx0) << "the responder received segments";
+}
+
+// A UC QP moved to ERR completes each WR it still holds once, after those
+// that completed: the requester's SENDs on their way (flushed, a prefix of
+// them acknowledged), the responder's receives (flushed after the ones
+// messages completed). Whatever the requester completed as sent, the
+// responder received. To the peer with direct placement the first SENDs
+// are placed: the responder's RQ flush then waits for the peer's answer to
+// its withdrawal, and must still complete no receive twice.
+TYPED_TEST(Uc, ErrFlushesTheRestOnce) {
+    Conn c = this->ConnectUc();
+    Buf* src = this->Reg(this->a_, kBig, kLocal);
+    Buf* dst = this->Reg(this->b_, kBig, kLocal);
+    ASSERT_FALSE(this->HasFailure());
+    const bool placed = this->NotPlaced() == nullptr;
+    if (placed) {
+        ASSERT_NO_FATAL_FAILURE(this->WaitPlaced(c, src, dst));
+    }
+    constexpr size_t kRecvs = 12, kSmall = 3, kLarge = 8;
+    const long long placed0 = HwCounter(this->a_.name, "placed_sends");
+    for (size_t i = 0; i < kRecvs; i++) {
+        ASSERT_EQ(PostRecv(c.b, 50 + i, {dst->sge(0, kBig)}), 0);
+    }
+    for (size_t i = 0; i < kSmall; i++) {
+        ASSERT_EQ(Post(c.a, SendWr(60 + i, src->sge(0, 64))), 0);
+    }
+    std::vector<ibv_wc> s = PollCq(this->a_.scq, kSmall);
+    ASSERT_EQ(s.size(), kSmall);
+    for (size_t i = 0; i < kSmall; i++) {
+        EXPECT_EQ(s[i].wr_id, 60u + i);
+        EXPECT_EQ(s[i].status, IBV_WC_SUCCESS) << WcStr(s[i]);
+    }
+    if (placed) {
+        std::this_thread::sleep_for(milliseconds(50));
+        EXPECT_EQ(HwCounter(this->a_.name, "placed_sends") - placed0, static_cast<long>(kSmall))
+            << "the small SENDs were not placed";
+    }
+
+    // SENDs of many segments each (the checked path), and ERR while they go.
+    std::vector<Wr> big;
+    for (size_t i = 0; i < kLarge; i++) {
+        big.push_back(SendWr(70 + i, src->sge(0, kBig)));
+    }
+    ASSERT_EQ(PostChain(c.a, big), 0);
+    ASSERT_EQ(QpToState(c.a, IBV_QPS_ERR), 0) << std::strerror(errno);
+    s = PollCq(this->a_.scq, kLarge);
+    ASSERT_EQ(s.size(), kLarge) << "a SEND was lost";
+    size_t acked = 0;
+    for (size_t i = 0; i < kLarge; i++) {
+        EXPECT_EQ(s[i].wr_id, 70u + i);
+        EXPECT_EQ(s[i].qp_num, c.a->qp_num);
+        if (s[i].status == IBV_WC_SUCCESS) {
+            EXPECT_EQ(acked++, i) << "a SEND completed after one was flushed";
+        } else {
+            EXPECT_EQ(s[i].status, IBV_WC_WR_FLUSH_ERR) << WcStr(s[i]);
+        }
+    }
+    EXPECT_TRUE(Drain(this->a_.scq, 300).empty()) << "a SEND completed twice";
+
+    ASSERT_EQ(QpToState(c.b, IBV_QPS_ERR), 0) << std::strerror(errno);
+    std::vector<ibv_wc> r = PollCq(this->b_.rcq, kRecvs);
+    ASSERT_EQ(r.size(), kRecvs) << "a receive was lost";
+    size_t got = 0;
+    for (size_t i = 0; i < kRecvs; i++) {
+        EXPECT_EQ(r[i].wr_id, 50u + i);
+        if (i < kSmall) {
+            EXPECT_EQ(r[i].status, IBV_WC_SUCCESS) << WcStr(r[i]);
+            EXPECT_EQ(r[i].byte_len, 64u);
+        } else if (r[i].status == IBV_WC_SUCCESS) {
+            EXPECT_EQ(got++, i - kSmall) << "a receive completed after one was flushed";
+            EXPECT_EQ(r[i].byte_len, kBig);
+        } else {
+            EXPECT_EQ(r[i].status, IBV_WC_WR_FLUSH_ERR) << WcStr(r[i]);
+        }
+    }
+    EXPECT_GE(got, acked) << "a SEND completed as sent that the responder did not receive";
+    EXPECT_TRUE(Drain(this->b_.rcq, 300).empty()) << "a receive completed twice";
 }
 
 // An RC QP connected to a UC QP by mistake reads nothing through it, even
