@@ -312,12 +312,13 @@ static void cmd_work(struct work_struct *work)
 		spin_lock_irqsave(&c->lock, flags);
 		/* The session may have ended while the handler ran. */
 		if (c->active && c->req_cons == cons && ndev->pinbox == pi) {
-			memcpy_toio(&pi->rsp[ntrdma_ring_idx(cons,
-							     NTRDMA_CMD_RING)],
-				    &rsp, sizeof(rsp));
+			ntrdma_peer_copy(ndev,
+					 &pi->rsp[ntrdma_ring_idx(cons,
+							NTRDMA_CMD_RING)],
+					 &rsp, sizeof(rsp));
 			c->req_cons = cons + 1;
 			wmb(); /* the response before its index */
-			iowrite32(cons + 1, &pi->rsp_prod);
+			ntrdma_peer_w32(ndev, cons + 1, &pi->rsp_prod);
 		}
 		spin_unlock_irqrestore(&c->lock, flags);
 		ntrdma_vdb_ring(ndev, NTRDMA_VDB_CMD);
@@ -426,10 +427,10 @@ static int cmd_call(struct ntrdma_dev *ndev, u32 session, u16 op,
 	w->rsp_len = 0;
 	reinit_completion(&w->done);
 	m->seq = seq;
-	memcpy_toio(&pi->cmd[ntrdma_ring_idx(seq, NTRDMA_CMD_RING)], m,
-		    sizeof(*m));
+	ntrdma_peer_copy(ndev, &pi->cmd[ntrdma_ring_idx(seq, NTRDMA_CMD_RING)],
+			 m, sizeof(*m));
 	wmb(); /* the request before its index */
-	iowrite32(seq + 1, &pi->cmd_prod);
+	ntrdma_peer_w32(ndev, seq + 1, &pi->cmd_prod);
 	spin_unlock_irqrestore(&c->lock, flags);
 	kfree(m);
 	atomic64_inc(&ndev->stats.cmd_sent);

@@ -164,7 +164,7 @@ int ntrdma_dev_peer_write(struct ntrdma_dev *ndev, u64 addr, const void *buf,
 		return -EINVAL;
 	if (!ntrdma_link_is_up(ndev) || ntrdma_link_peer_gone(ndev))
 		return -ENOLINK;
-	memcpy_toio(ndev->link->map + addr, buf, len);
+	ntrdma_peer_copy(ndev, ndev->link->map + addr, buf, len);
 	return 0;
 }
 
@@ -250,8 +250,8 @@ static void ntrdma_dma_init(struct ntrdma_dev *ndev)
 	struct dma_chan *chan;
 	dma_cap_mask_t mask;
 
-	if (!use_dma)
-		return;
+	if (!use_dma || !ndev->link->map_phys)
+		return;		/* no window a channel can reach */
 	dma_cap_zero(mask);
 	dma_cap_set(DMA_MEMCPY, mask);
 	chan = dma_request_channel(mask, ntrdma_dma_filter, ndev);
@@ -292,6 +292,22 @@ static void ntrdma_dma_fini(struct ntrdma_dev *ndev)
 			   ndev->link->map_size, DMA_BIDIRECTIONAL, 0);
 	dma_release_channel(chan);
 	ndev->dma_chan = NULL;
+}
+
+/**
+ * ntrdma_peer_forward() - carry stores into the window to the peer
+ * @ndev: the device, on a link that forwards
+ * @p: where in the window the stores went
+ * @len: how many bytes
+ *
+ * Any context; called in the order of the stores.
+ */
+void ntrdma_peer_forward(struct ntrdma_dev *ndev, const void __iomem *p,
+			 size_t len)
+{
+	struct ntrdma_link *link = ndev->link;
+
+	link->ops->forward(link, p - link->map, len);
 }
 
 /**
@@ -362,6 +378,7 @@ struct ntrdma_dev *ntrdma_dev_add(struct ntrdma_link *link)
 	if (!ndev)
 		return ERR_PTR(-ENOMEM);
 	ndev->link = link;
+	ndev->forward = !!link->ops->forward;
 	rc = ida_alloc(&ntrdma_ida, GFP_KERNEL);
 	if (rc < 0)
 		goto err_free;

@@ -83,10 +83,10 @@ static int fault_cqe(struct ntrdma_dev *ndev, struct ntrdma_tqp *tqp,
 
 	spin_lock_irqsave(&tqp->tx_lock, flags);
 	c.seq = tqp->tx_published;
-	memcpy_toio(&pt->cqe[ntrdma_ring_idx(c.seq, NTRDMA_TQP_RING)], &c,
-		    sizeof(c));
+	ntrdma_peer_copy(ndev, &pt->cqe[ntrdma_ring_idx(c.seq, NTRDMA_TQP_RING)],
+			 &c, sizeof(c));
 	wmb(); /* the completion before its producer index */
-	iowrite32(c.seq + 1, &pt->cq_prod);
+	ntrdma_peer_w32(ndev, c.seq + 1, &pt->cq_prod);
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
 	return 0;
 }
@@ -113,11 +113,12 @@ static int fault_post_prod(struct ntrdma_dev *ndev, struct ntrdma_tqp *tqp,
 		return -EAGAIN;		/* nothing posted yet */
 	for (; (s32)(prod - post) > 0; post++) {
 		d.seq = post;
-		memcpy_toio(&pt->rxd[ntrdma_ring_idx(post, NTRDMA_TQP_RING)],
-			    &d, sizeof(d));
+		ntrdma_peer_copy(ndev,
+				 &pt->rxd[ntrdma_ring_idx(post, NTRDMA_TQP_RING)],
+				 &d, sizeof(d));
 	}
 	wmb(); /* the descriptors before the producer index */
-	iowrite32(prod, &pt->post_prod);
+	ntrdma_peer_w32(ndev, prod, &pt->post_prod);
 	return 0;
 }
 
@@ -171,8 +172,8 @@ static int fault_fuzz(struct ntrdma_dev *ndev, struct ntrdma_inbox __iomem *pi,
 	for (i = 0; i < n; i++) {
 		off = fault_fuzz_word(&rnd);
 		if (fault_fuzz_ok(off * 4))
-			iowrite32(prandom_u32_state(&rnd),
-				  (u32 __iomem *)pi + off);
+			ntrdma_peer_w32(ndev, prandom_u32_state(&rnd),
+					(u32 __iomem *)pi + off);
 	}
 	fault_ring_all(ndev);
 	return 0;
@@ -281,14 +282,14 @@ static int fault_run_tqp(struct ntrdma_dev *ndev,
 		tqp = fault_tqp(ndev, id);
 		if (!tqp)
 			return -ENODEV;
-		iowrite32(value, &pi->tqp[tqp->id].rx_event);
+		ntrdma_peer_w32(ndev, value, &pi->tqp[tqp->id].rx_event);
 		return 0;
 	}
 	if (sscanf(buf, "cq_prod %u %u", &id, &value) == 2) {
 		tqp = fault_tqp(ndev, id);
 		if (!tqp)
 			return -ENODEV;
-		iowrite32(value, &pi->tqp[tqp->id].cq_prod);
+		ntrdma_peer_w32(ndev, value, &pi->tqp[tqp->id].cq_prod);
 	} else if (sscanf(buf, "post_prod %u %u", &id, &value) == 2) {
 		tqp = fault_tqp(ndev, id);
 		if (!tqp)

@@ -240,7 +240,7 @@ static int ntrdma_set_flat_trans(struct ntrdma_dev *ndev)
 		 * the DMA addresses we give it (identity without an IOMMU,
 		 * IOVAs with one).
 		 */
-		rc = ndev->link->ops->rx_open(ndev->link, 0, size_max);
+		rc = ndev->link->ops->rx_open(ndev->link, NULL, 0, size_max);
 	if (!rc && !ndev->mode_chosen)
 		ntrdma_rxmem_flat_chosen(ndev);
 	if (!rc || ntrdma_trans_err_transient(rc))
@@ -272,8 +272,8 @@ static void ntrdma_hb_send(struct ntrdma_dev *ndev)
 
 	if (!pi)
 		return;
-	iowrite32(ndev->epoch, &pi->epoch);
-	iowrite32(++ndev->hb_seq, &pi->hb_seq);
+	ntrdma_peer_w32(ndev, ndev->epoch, &pi->epoch);
+	ntrdma_peer_w32(ndev, ++ndev->hb_seq, &pi->hb_seq);
 }
 
 /*
@@ -321,7 +321,7 @@ static void ntrdma_tell_left(struct ntrdma_dev *ndev)
 
 	if (!pi || !ndev->hw_up)
 		return;
-	iowrite32(ndev->epoch, &pi->left);
+	ntrdma_peer_w32(ndev, ndev->epoch, &pi->left);
 	wmb(); /* before anything we do about the end */
 }
 
@@ -449,7 +449,7 @@ static void ntrdma_link_work(struct work_struct *work)
 	if (!hw) {
 		if (ndev->hw_up) {
 			ndev->hw_up = false;
-			ntrdma_go_down(ndev, "NTB link down");
+			ntrdma_go_down(ndev, "the link below it is down");
 		}
 		goto out;
 	}

@@ -22,6 +22,8 @@ struct seq_file;
 
 /* The smallest window the engine runs in (inbox, a few buffers each). */
 #define NTRDMA_WINDOW_MIN	SZ_1M
+/* ...and the most windowed mode takes: both faces' rings; one order-10 block. */
+#define NTRDMA_WINDOW_MAX	SZ_4M
 
 /**
  * struct ntrdma_link_ops - what the engine asks of a link
@@ -37,12 +39,17 @@ struct seq_file;
  * @rx_limits: what an inbound translation may be: base alignment, size
  *	alignment, largest size (process context, link up)
  * @rx_open: let the peer's window reach our DMA addresses @base to
- *	@base + @size (0 and the largest size: all of our memory)
+ *	@base + @size (0 and the largest size: all of our memory); @va is
+ *	what the CPU sees there (NULL for all of our memory)
  * @rx_close: close the peer's window onto our memory
  * @events_on: deliver link events (ntrdma_link_event()) and doorbells
  *	(ntrdma_link_doorbell()) for @ndev from now on
  * @events_off: stop them; no handler runs once it returns
  * @show: optional: the backend's own "name: value" lines of debugfs info
+ * @forward: optional: @len bytes at @off of @map were stored; carry them
+ *	to the peer's window (any context, never sleeps, in the order of
+ *	the calls). A link with @forward has no physical window (@map_phys
+ *	0): @map is memory of ours that mirrors what we stored.
  */
 struct ntrdma_link_ops {
 	const char *kind;
@@ -56,12 +63,13 @@ struct ntrdma_link_ops {
 	int (*rx_limits)(struct ntrdma_link *link, resource_size_t *align,
 			 resource_size_t *size_align,
 			 resource_size_t *size_max);
-	int (*rx_open)(struct ntrdma_link *link, dma_addr_t base,
+	int (*rx_open)(struct ntrdma_link *link, void *va, dma_addr_t base,
 		       resource_size_t size);
 	void (*rx_close)(struct ntrdma_link *link);
 	int (*events_on)(struct ntrdma_link *link, struct ntrdma_dev *ndev);
 	void (*events_off)(struct ntrdma_link *link);
 	void (*show)(struct ntrdma_link *link, struct seq_file *s);
+	void (*forward)(struct ntrdma_link *link, size_t off, size_t len);
 };
 
 /**

@@ -76,8 +76,8 @@ static int ntb_link_op_rx_limits(struct ntrdma_link *link,
 				size_max);
 }
 
-static int ntb_link_op_rx_open(struct ntrdma_link *link, dma_addr_t base,
-			       resource_size_t size)
+static int ntb_link_op_rx_open(struct ntrdma_link *link, void *va,
+			       dma_addr_t base, resource_size_t size)
 {
 	struct ntrdma_ntb *nb = container_of(link, struct ntrdma_ntb, link);
 

@@ -78,8 +78,8 @@ static void place_cpu(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_piece *pc,
 
 	for (i = 0; i < n; i++) {
 		va = kmap_local_page(pc[i].page);
-		memcpy_toio(tqp->ndev->link->map + pc[i].dst, va + pc[i].off,
-			    pc[i].len);
+		ntrdma_peer_copy(tqp->ndev, tqp->ndev->link->map + pc[i].dst,
+				 va + pc[i].off, pc[i].len);
 		kunmap_local(va);
 	}
 }

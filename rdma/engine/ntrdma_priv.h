@@ -186,9 +186,6 @@ struct ntrdma_tqp {
 	bool orphan;		/* destroyed, kept for them: no ndev, ops */
 };
 
-/* The most windowed mode takes: both faces' rings; one order-10 block. */
-#define NTRDMA_WINDOW_MAX	SZ_4M
-
 /* Windowed mode: the one buffer our inbound window translates to. */
 struct ntrdma_window {
 	void *va;
@@ -201,6 +198,7 @@ struct ntrdma_rxmem_ops;
 
 struct ntrdma_dev {
 	struct ntrdma_link *link;	/* its ops, the window onto the peer */
+	bool forward;			/* the link forwards window stores */
 	int index;			/* ntrdma%d */
 	char name[16];
 
@@ -282,6 +280,35 @@ struct ntrdma_dev {
 	void *face_priv[NTRDMA_FACES_MAX];
 	struct net_device *netdev;
 };
+
+/*
+ * Stores into the peer through the link's window. A link that forwards
+ * (ntrdma_link_ops.h) carries each store to the peer after it lands in the
+ * window, in the order of the calls.
+ */
+void ntrdma_peer_forward(struct ntrdma_dev *ndev, const void __iomem *p,
+			 size_t len);
+
+static inline void ntrdma_peer_stored(struct ntrdma_dev *ndev,
+				      const void __iomem *p, size_t len)
+{
+	if (unlikely(ndev->forward))
+		ntrdma_peer_forward(ndev, p, len);
+}
+
+static inline void ntrdma_peer_w32(struct ntrdma_dev *ndev, u32 v,
+				   u32 __iomem *p)
+{
+	iowrite32(v, p);
+	ntrdma_peer_stored(ndev, p, sizeof(v));
+}
+
+static inline void ntrdma_peer_copy(struct ntrdma_dev *ndev, void __iomem *dst,
+				    const void *src, size_t len)
+{
+	memcpy_toio(dst, src, len);
+	ntrdma_peer_stored(ndev, dst, len);
+}
 
 static inline struct ntrdma_wire_tqp __iomem *tqp_peer(struct ntrdma_tqp *tqp)
 {

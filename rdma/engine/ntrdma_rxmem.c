@@ -300,8 +300,8 @@ err_free:
  */
 int ntrdma_window_trans(struct ntrdma_dev *ndev)
 {
-	return ndev->link->ops->rx_open(ndev->link, ndev->win.dma,
-					ndev->win.size);
+	return ndev->link->ops->rx_open(ndev->link, ndev->win.va,
+					ndev->win.dma, ndev->win.size);
 }
 
 /* Windowed mode: the inbox back to the pool, then the whole, if all is. */

@@ -290,7 +290,7 @@ void ntrdma_tqp_start(struct ntrdma_tqp *tqp)
 	WRITE_ONCE(own->cq_prod, base);
 	WRITE_ONCE(own->tx_event, base);
 	/* The first completion of the session rings (before any post). */
-	iowrite32(base, &tqp_peer(tqp)->rx_event);
+	ntrdma_peer_w32(tqp->ndev, base, &tqp_peer(tqp)->rx_event);
 	WRITE_ONCE(tqp->active, true);
 	spin_unlock_irqrestore(&tqp->tx_lock, flags);
 }
@@ -444,7 +444,7 @@ void ntrdma_tqp_set_state(struct ntrdma_tqp *tqp, u32 state)
 
 	if (!READ_ONCE(tqp->active) || !pt)
 		return;
-	iowrite32(state, &pt->peer_state);
+	ntrdma_peer_w32(tqp->ndev, state, &pt->peer_state);
 	ntrdma_vdb_ring(tqp->ndev, NTRDMA_VDB_TQP(tqp->id, NTRDMA_TQP_VDB_STATE));
 }
 
@@ -503,7 +503,8 @@ int ntrdma_tqp_post_recv(struct ntrdma_tqp *tqp, dma_addr_t addr, u32 len,
 	d.addr = addr;
 	d.len = len;
 	d.seq = tqp->rx_post;
-	memcpy_toio(&pt->rxd[ntrdma_ring_idx(d.seq, TQP_RING)], &d, sizeof(d));
+	ntrdma_peer_copy(tqp->ndev, &pt->rxd[ntrdma_ring_idx(d.seq, TQP_RING)],
+			 &d, sizeof(d));
 	*pos = tqp->rx_post++;
 	return 0;
 }
@@ -533,7 +534,7 @@ void ntrdma_tqp_post_commit(struct ntrdma_tqp *tqp)
 	if (!pt || old == tqp->rx_post)
 		return;
 	wmb(); /* descriptors before the producer index */
-	iowrite32(tqp->rx_post, &pt->post_prod);
+	ntrdma_peer_w32(tqp->ndev, tqp->rx_post, &pt->post_prod);
 	tqp->rx_published = tqp->rx_post;
 	mb(); /* publish before reading the sender's wish */
 	if (ntrdma_need_event(READ_ONCE(tqp_own(tqp)->tx_event), tqp->rx_post,
@@ -595,7 +596,7 @@ bool ntrdma_tqp_recv_arm(struct ntrdma_tqp *tqp)
 	if (!READ_ONCE(tqp->active) || !pt)
 		return false;
 	WRITE_ONCE(tqp->rx_armed, true);
-	iowrite32(tqp->rx_cons, &pt->rx_event);
+	ntrdma_peer_w32(tqp->ndev, tqp->rx_cons, &pt->rx_event);
 	mb(); /* the request before the re-check */
 	if (!tqp_recv_pending(tqp))
 		return false;
@@ -651,7 +652,7 @@ static void tqp_publish(struct ntrdma_tqp *tqp, u32 pos)
 	if (!pt || old == pos)
 		return;
 	wmb(); /* data and completions before the producer index */
-	iowrite32(pos, &pt->cq_prod);
+	ntrdma_peer_w32(tqp->ndev, pos, &pt->cq_prod);
 	tqp->tx_published = pos;
 	mb(); /* publish before reading the receiver's wish */
 	if (ntrdma_need_event(READ_ONCE(tqp_own(tqp)->rx_event), pos, old)) {
@@ -674,7 +675,7 @@ static int tqp_wait_buf(struct ntrdma_tqp *tqp, struct ntrdma_wire_rxd *d)
 	rc = tqp_peer_buf(tqp, d);
 	if (rc != -ENOSPC)
 		return rc;
-	iowrite32(tqp->tx_pos, &pt->tx_event);
+	ntrdma_peer_w32(tqp->ndev, tqp->tx_pos, &pt->tx_event);
 	mb(); /* ask before re-checking for a concurrent post */
 	rc = tqp_peer_buf(tqp, d);
 	if (rc == -ENOSPC)
@@ -682,8 +683,8 @@ static int tqp_wait_buf(struct ntrdma_tqp *tqp, struct ntrdma_wire_rxd *d)
 	return rc;
 }
 
-static void tqp_cpu_copy(void __iomem *dst, const struct ntrdma_tqp_sge *sg,
-			 int nsge)
+static void tqp_cpu_copy(struct ntrdma_dev *ndev, void __iomem *dst,
+			 const struct ntrdma_tqp_sge *sg, int nsge)
 {
 	u32 off = 0, done, poff, chunk;
 	struct page *p;
@@ -701,6 +702,7 @@ static void tqp_cpu_copy(void __iomem *dst, const struct ntrdma_tqp_sge *sg,
 			off += chunk;
 		}
 	}
+	ntrdma_peer_stored(ndev, dst, off);
 }
 
 static void tqp_dma_done(void *arg, const struct dmaengine_result *res)
@@ -889,8 +891,9 @@ int ntrdma_tqp_send(struct ntrdma_tqp *tqp, const struct ntrdma_tqp_sge *sg,
 			goto out;
 		}
 	}
-	tqp_cpu_copy(ndev->link->map + d.addr, sg, nsge);
-	memcpy_toio(&pt->cqe[ntrdma_ring_idx(c.seq, TQP_RING)], &c, sizeof(c));
+	tqp_cpu_copy(ndev, ndev->link->map + d.addr, sg, nsge);
+	ntrdma_peer_copy(ndev, &pt->cqe[ntrdma_ring_idx(c.seq, TQP_RING)], &c,
+			 sizeof(c));
 	tqp->tx_pos++;
 	tqp->tx_done = tqp->tx_pos;
 	if (!more)

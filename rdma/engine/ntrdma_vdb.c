@@ -93,7 +93,7 @@ void ntrdma_vdb_ring(struct ntrdma_dev *ndev, int idx)
 		return;
 	spin_lock_irqsave(&ndev->vdb_out_lock, flags);
 	wmb(); /* the data before the doorbell word */
-	iowrite32(++ndev->vdb_out[idx], &pinbox->vdb[idx]);
+	ntrdma_peer_w32(ndev, ++ndev->vdb_out[idx], &pinbox->vdb[idx]);
 	spin_unlock_irqrestore(&ndev->vdb_out_lock, flags);
 	wmb(); /* the doorbell word before the interrupt */
 	ndev->link->ops->peer_db_set(ndev->link, NTRDMA_DB_VDB);
