@@ -142,16 +142,19 @@ NTR_LOOP=${NTR_LOOP/ntrdma_pyverbs_test.sh,/},ntrdma_peer_limits_test.sh:::$QUIC
 WIN=$STOCK,ntrdma_net_test.sh,ntrdma_engine_test.sh,ntrdma_ib_test.sh,ntrdma_xdp_test.sh
 # The soak's short form runs in pair (two kernels, peer-guest kills);
 # make soak runs the long form in both topologies.
-FULL_loop="$WIN,ntrdma_tools_test.sh:::$QUICK_NET $NTR_LOOP $DEB"
+# check-full also runs the tools test over TCP.
+TCP_RUN="tcp:1:ntrdma_tcp_test.sh,ntrdma_tools_test.sh:::NTRDMA_LINK=tcp"
+FULL_loop="$WIN,ntrdma_tools_test.sh:::$QUICK_NET $NTR_LOOP $DEB $TCP_RUN"
 FULL_pair="$WIN,ntrdma_cm_test.sh:::$QUICK_NET $NTR $SOAK"
 # make check: the pair runs carry every behaviour (two kernels, peer-guest
 # kills, rdma_cm, NVMe-oF); the stock run keeps the stock clients and
 # ntrdma's windowed test; one loop run keeps what needs both ends in one
 # kernel: the verbs suite's in-process data path tests (in pair they skip,
-# NTRDMA_PEER_IBDEV unset) with their checked-mode rerun, and the kernel
-# verbs test. The XDP test runs in pair here, in loop and windowed in
-# check-full (make check's time).
-QUICK_loop="ntrdma:1:ntrdma_ib_test.sh,ntrdma_kverbs_test.sh"
+# NTRDMA_PEER_IBDEV unset) with their checked-mode rerun, the kernel
+# verbs test, and NTRDMA over TCP (two devices on 127.0.0.1). The XDP test
+# runs in pair here, in loop and windowed in check-full (make check's
+# time).
+QUICK_loop="ntrdma:1:ntrdma_ib_test.sh,ntrdma_kverbs_test.sh,ntrdma_tcp_test.sh"
 # The link-loss test (3.5 minutes) runs in check-full only; make check
 # keeps link loss in the verbs suite's unload test, the fault test and the
 # placement tests that end sessions. The fault test's fuzzer runs 30 s

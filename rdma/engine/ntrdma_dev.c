@@ -447,7 +447,16 @@ int ntrdma_engine_init(const struct ntrdma_face *const *faces,
 	ntrdma_debugfs_init();
 	rc = ntrdma_ntb_register();
 	if (rc)
-		ntrdma_debugfs_exit();
+		goto err_debugfs;
+	rc = ntrdma_tcp_register();
+	if (rc)
+		goto err_ntb;
+	return 0;
+
+err_ntb:
+	ntrdma_ntb_unregister();
+err_debugfs:
+	ntrdma_debugfs_exit();
 	return rc;
 }
 
@@ -456,6 +465,7 @@ int ntrdma_engine_init(const struct ntrdma_face *const *faces,
  */
 void ntrdma_engine_exit(void)
 {
+	ntrdma_tcp_unregister();
 	ntrdma_ntb_unregister();
 	ntrdma_debugfs_exit();
 }

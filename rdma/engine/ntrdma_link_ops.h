@@ -102,5 +102,7 @@ void ntrdma_link_doorbell(struct ntrdma_dev *ndev, unsigned int bit);
 /* The backends: registered at module load, in this order. */
 int ntrdma_ntb_register(void);
 void ntrdma_ntb_unregister(void);
+int ntrdma_tcp_register(void);
+void ntrdma_tcp_unregister(void);
 
 #endif /* NTRDMA_LINK_OPS_H */

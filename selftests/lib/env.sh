@@ -37,6 +37,21 @@ remote_host() {
 	fi
 }
 
+# NTRDMA_LINK=tcp: the tests run on ntrdma's TCP backend instead of the
+# NTB. In a loopback two devices on 127.0.0.1: ntrdma_tcp0 listens,
+# ntrdma_tcp1 connects (install_modules sets their module parameters).
+TCP_PORT=${NTRDMA_TCP_PORT:-18515}
+tcp_link() { [ "${NTRDMA_LINK:-ntb}" = tcp ]; }
+tcp_options() {
+	local conf=/etc/modprobe.d/ntrdma-tcp.conf
+	if ! tcp_link; then
+		rm -f $conf
+		return 0
+	fi
+	mkdir -p /etc/modprobe.d &&
+	echo "options ntrdma tcp_listen=127.0.0.1:$TCP_PORT tcp_connect=127.0.0.1:$TCP_PORT" > $conf
+}
+
 # Make modprobe find the modules we built, on both sides. The test bed
 # already did (modprobe install rules naming build/ and the repository's .ko
 # files); elsewhere copy them under /lib/modules and run depmod.
@@ -49,6 +64,7 @@ install_modules() {
 		sh -c "$cmd" || return 1
 		if is_pair; then peer "$cmd" || return 1; fi
 	fi
+	tcp_options || return 1
 	mountpoint -q "$DEBUGFS" || mount -t debugfs none "$DEBUGFS"
 	if is_pair; then
 		peer "mountpoint -q $DEBUGFS || mount -t debugfs none $DEBUGFS"
@@ -65,7 +81,11 @@ peer_ntb_devs() { peer "ls -1 /sys/bus/ntb/devices 2>/dev/null | sort"; }
 
 # The (local, remote) device pair: in a loopback the two ports of one host.
 ntb_pair() {
-	if is_pair; then
+	if tcp_link; then
+		is_pair && return 1	# not yet: the guests have no IP link
+		LOCAL_DEV=ntrdma_tcp0
+		REMOTE_DEV=ntrdma_tcp1
+	elif is_pair; then
 		LOCAL_DEV=$(local_ntb_devs | head -1)
 		REMOTE_DEV=$(peer_ntb_devs | head -1)
 	else
@@ -98,7 +118,7 @@ load_ntrdma() {
 # peer). ntrdma_dir SIDE NTBDEV: the folder of the device on NTB device
 # NTBDEV, on that side. ntrdma_info SIDE DIR FIELD: FIELD of DIR/info there.
 ntrdma_dir() {
-	$1 "grep -l '^ntb: $2\$' $DEBUGFS/ntrdma/*/info 2>/dev/null | head -1 | xargs -r dirname"
+	$1 "grep -lE '^(ntb|tcp): $2\$' $DEBUGFS/ntrdma/*/info 2>/dev/null | head -1 | xargs -r dirname"
 }
 ntrdma_info() { $1 "sed -n 's/^$3: //p' $2/info 2>/dev/null"; }
 
@@ -111,7 +131,7 @@ dbg_of() { ntrdma_dir "${!1}" "$2"; }
 info_of() { local d=DBG$1; ${!1} "sed -n 's/^$2: //p' ${!d}/info"; }
 link_up() { [ "$(info_of A link)" = up ] && [ "$(info_of B link)" = up ]; }
 find_dbgs() {
-	wait_for 10 sh -c "[ -n \"\$(grep -l '^ntb: $LOCAL_DEV\$' $DEBUGFS/ntrdma/*/info 2>/dev/null)\" ]" || return 1
+	wait_for 10 sh -c "[ -n \"\$(grep -lE '^(ntb|tcp): $LOCAL_DEV\$' $DEBUGFS/ntrdma/*/info 2>/dev/null)\" ]" || return 1
 	DBGA=$(dbg_of A "$LOCAL_DEV")
 	DBGB=$(dbg_of B "$REMOTE_DEV")
 	[ -n "$DBGA" ] && [ -n "$DBGB" ]
