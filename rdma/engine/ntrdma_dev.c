@@ -311,6 +311,20 @@ void ntrdma_peer_forward(struct ntrdma_dev *ndev, const void __iomem *p,
 }
 
 /**
+ * ntrdma_link_landed() - the peer's stores so far are in our memory
+ * @ndev: the device
+ *
+ * For a link that delivers the peer's stores in batches, after each: the
+ * peer may have skipped a doorbell because our latest event index had not
+ * reached it yet. Every queue looks for work, as the heartbeat's sweep
+ * does. Same context as ntrdma_link_doorbell().
+ */
+void ntrdma_link_landed(struct ntrdma_dev *ndev)
+{
+	ntrdma_vdb_sweep(ndev);
+}
+
+/**
  * ntrdma_link_doorbell() - the peer rang one of our doorbells
  * @ndev: the device
  * @bit: which (NTRDMA_DB_*), cleared by the backend before the call

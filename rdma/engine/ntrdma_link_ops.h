@@ -98,6 +98,7 @@ struct ntrdma_dev *ntrdma_dev_add(struct ntrdma_link *link);
 void ntrdma_dev_remove(struct ntrdma_dev *ndev);
 void ntrdma_link_event(struct ntrdma_dev *ndev);
 void ntrdma_link_doorbell(struct ntrdma_dev *ndev, unsigned int bit);
+void ntrdma_link_landed(struct ntrdma_dev *ndev);
 
 /* The backends: registered at module load, in this order. */
 int ntrdma_ntb_register(void);

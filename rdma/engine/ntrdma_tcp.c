@@ -25,18 +25,19 @@
 #include <linux/tcp.h>
 #include <linux/vmalloc.h>
 #include <net/sock.h>
+#include <net/tcp.h>
 
 #include "ntrdma_engine.h"
 #include "ntrdma_link_ops.h"
 #include "ntrdma_tcp_wire.h"
 
-static char *tcp_listen;
-module_param(tcp_listen, charp, 0444);
+static char *listen_spec;
+module_param_named(tcp_listen, listen_spec, charp, 0444);
 MODULE_PARM_DESC(tcp_listen,
 		 "ADDR:PORT: an ntrdma device over TCP that waits for its peer there (IPv4)");
 
-static char *tcp_connect;
-module_param(tcp_connect, charp, 0444);
+static char *connect_spec;
+module_param_named(tcp_connect, connect_spec, charp, 0444);
 MODULE_PARM_DESC(tcp_connect,
 		 "ADDR:PORT: an ntrdma device over TCP that connects to its peer there (IPv4)");
 
@@ -351,14 +352,36 @@ static int tcp_recv(struct ntrdma_tcp *t, void *buf, u32 len)
 	return 0;
 }
 
-/* Our doorbell rang: the engine's handlers expect an interrupt's context. */
-static void tcp_doorbell(struct ntrdma_tcp *t, unsigned int bit)
+/* The engine's doorbell handlers expect an interrupt's context. */
+static void tcp_irq_enter(void)
 {
 	local_bh_disable();
 	local_irq_disable();
-	ntrdma_link_doorbell(t->ndev, bit);
+}
+
+static void tcp_irq_exit(void)
+{
 	local_irq_enable();
 	local_bh_enable();
+}
+
+static void tcp_doorbell(struct ntrdma_tcp *t, unsigned int bit)
+{
+	tcp_irq_enter();
+	ntrdma_link_doorbell(t->ndev, bit);
+	tcp_irq_exit();
+}
+
+/*
+ * The peer's stores so far have landed. A doorbell it did not ring, because
+ * the event index it read was older than the one we sent, is not lost:
+ * every queue looks for work now.
+ */
+static void tcp_landed(struct ntrdma_tcp *t)
+{
+	tcp_irq_enter();
+	ntrdma_link_landed(t->ndev);
+	tcp_irq_exit();
 }
 
 /* Word stores stay whole, as an NTB writes them; the rest is data. */
@@ -427,10 +450,16 @@ static void tcp_read_records(struct ntrdma_tcp *t)
 {
 	u8 buf[NTRDMA_TCP_HDR_LEN];
 	struct ntrdma_tcp_hdr h;
-	bool first = true;
+	bool first = true, landed = false;
 	int rc;
 
 	while (!tcp_should_end(t)) {
+		if (landed && !tcp_inq(t->sock->sk)) {
+			tcp_landed(t);
+			landed = false;
+		}
+		/* The sender's next records must not wait for a delayed ACK. */
+		tcp_sock_set_quickack(t->sock->sk, 1);
 		rc = tcp_recv(t, buf, sizeof(buf));
 		if (rc)
 			break;
@@ -442,6 +471,7 @@ static void tcp_read_records(struct ntrdma_tcp *t)
 			rc = tcp_apply(t, &h);
 		if (rc)
 			break;
+		landed |= h.type == NTRDMA_TCP_WRITE;
 		first = false;
 	}
 }
@@ -495,10 +525,24 @@ static struct socket *tcp_accept(struct ntrdma_tcp *t, struct socket **lsock)
 	return sock;
 }
 
+/*
+ * Room for a window's worth of records each way: a sender that waits for
+ * buffer space waits for an ACK, which the receiver may delay.
+ */
+static void tcp_set_buffers(struct sock *sk)
+{
+	lock_sock(sk);
+	sk->sk_userlocks |= SOCK_SNDBUF_LOCK | SOCK_RCVBUF_LOCK;
+	WRITE_ONCE(sk->sk_sndbuf, TCP_TX_RING);
+	WRITE_ONCE(sk->sk_rcvbuf, TCP_TX_RING);
+	release_sock(sk);
+}
+
 /* A new connection takes records: HELLO first. */
 static void tcp_start(struct ntrdma_tcp *t, struct socket *sock)
 {
 	tcp_sock_set_nodelay(sock->sk);
+	tcp_set_buffers(sock->sk);
 	sock->sk->sk_sndtimeo = MAX_SCHEDULE_TIMEOUT;
 	sock->sk->sk_allocation = GFP_NOIO;
 	sock->sk->sk_use_task_frag = false;
@@ -690,9 +734,9 @@ int ntrdma_tcp_register(void)
 {
 	int rc;
 
-	rc = tcp_add(tcp_listen, true, 0);
+	rc = tcp_add(listen_spec, true, 0);
 	if (!rc)
-		rc = tcp_add(tcp_connect, false, 1);
+		rc = tcp_add(connect_spec, false, 1);
 	if (rc)
 		ntrdma_tcp_unregister();
 	return rc;
