@@ -2,12 +2,16 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #
 # NTRDMA over TCP (rdma/engine/ntrdma_tcp.c), in one host: two devices on
-# 127.0.0.1, ntrdma_tcp0 listening and ntrdma_tcp1 connecting. Their session
-# comes up in windowed mode; ntr netdevs in two namespaces ping and carry
+# 127.0.0.1, ntrdma_tcp0 listening and ntrdma_tcp1 connecting. While another
+# program holds the listening port the devices wait without burning CPU;
+# once it is free their session comes up in windowed mode; ntr netdevs in two namespaces ping and carry
 # iperf3 and a 64 MiB transfer checked with sha256; the link goes down and
 # comes back when a device's link is turned off and on, and when the TCP
 # connection is killed under it (a new session each time); a peer that
-# sends a malformed record is cut off and counted; the module unloads.
+# sends a malformed record is cut off and counted; then the dialer's
+# stream goes through ntrdma-tcp-fuzz, which flips bytes of the window
+# stores, damages headers and cuts records, under traffic (FUZZ_SECS, 20),
+# and a clean relay afterwards brings a new session; the module unloads.
 # The verbs tools run over the same devices with NTRDMA_LINK=tcp
 # ntrdma_tools_test.sh.
 . "$(dirname "$0")/lib/ktap.sh"
@@ -17,7 +21,9 @@
 A_IP=10.79.0.1
 B_IP=10.79.0.2
 
-NTESTS=13
+NTESTS=16
+FUZZ=$NTRDMA_ROOT/build/user/rdma/tests/ntrdma-tcp-fuzz
+FUZZ_SECS=${FUZZ_SECS:-20}
 ktap_header
 ktap_plan $NTESTS
 
@@ -46,11 +52,33 @@ back_up() { wait_for 20 link_up && wait_for 10 ping_ok; }
 errors_above() { [ "$(info_of A tcp_errors)" -gt "$1" ]; }
 connects_above() { [ "$(info_of B tcp_connects)" -gt "$1" ]; }
 
-# 1
+# CPU ticks (USER_HZ) the devices' TCP threads used so far.
+tcp_ticks() {
+	local p n=0
+	for p in $(pgrep '^ntrdma[0-9]+_tcp$'); do
+		n=$((n + $(awk '{ print $14 + $15 }' /proc/$p/stat)))
+	done
+	echo $n
+}
+
+# 1: another program holds the port for 8 s
+python3 -c "import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', $TCP_PORT)); s.listen(4); time.sleep(8)" &
+hold=$!
+port_held() { ss -ltn "sport = :$TCP_PORT" | grep -q LISTEN; }
+wait_for 10 port_held || ktap_diag "the port was not taken"
 modprobe ntrdma || fail_rest "modprobe ntrdma with tcp_listen and tcp_connect"
 ktap_check "ntrdma loaded with two TCP devices" wait_for 10 find_tcp_dbgs
 # 2
-ktap_check "link up on both within 20 s" wait_for 20 link_up
+t0=$(tcp_ticks)
+sleep 3
+t1=$(tcp_ticks)
+ktap_check "port taken: the TCP threads wait, using $((t1 - t0)) of 300 ticks in 3 s" \
+	test $((t1 - t0)) -lt 60
+wait $hold
+# 2
+ktap_check "port free: link up on both within 20 s" wait_for 20 link_up
 # 3
 ktap_check "windowed mode, CPU copies, on both ($(info_of A mode), $(info_of B copy))" \
 	test "$(info_of A mode)/$(info_of B mode)/$(info_of A copy)" = windowed/windowed/cpu
@@ -95,7 +123,35 @@ ss -K "( sport = :$TCP_PORT or dport = :$TCP_PORT )" >/dev/null 2>&1
 wait_for 20 connects_above "${c0:-0}"
 ktap_check "the connection killed: reconnected ($c0 -> $(info_of B tcp_connects) connects), session and ping back" \
 	back_up
-# 11
+# 12: the dialer reaches the listener through the fuzzer
+ip netns del ntA 2>/dev/null
+ip netns del ntB 2>/dev/null
+modprobe -r ntrdma
+FPORT=$((TCP_PORT + 1))
+echo "options ntrdma tcp_listen=127.0.0.1:$TCP_PORT tcp_connect=127.0.0.1:$FPORT" > /etc/modprobe.d/ntrdma-tcp.conf
+ip netns add ntA
+ip netns add ntB
+modprobe ntrdma && wait_for 10 find_tcp_dbgs && bring_up || ktap_diag "not set up for the fuzz"
+e0=$(info_of A tcp_errors) p0=$(info_of A proto_errors)
+"$FUZZ" --listen "$FPORT" --to "127.0.0.1:$TCP_PORT" --secs "$FUZZ_SECS" --seed "$RANDOM" \
+	> "$NTRDMA_OUT/tcp-fuzz.txt" 2>&1 &
+fpid=$!
+$A "ping -q -i 0.02 -w $FUZZ_SECS $B_IP >/dev/null 2>&1" &
+$B "iperf3 -s -1 -D -p 5312 >/dev/null 2>&1"
+$A "timeout $((FUZZ_SECS + 5)) iperf3 -c $B_IP -p 5312 -t $FUZZ_SECS >/dev/null 2>&1"
+wait $fpid
+wait
+ktap_diag "fuzzer: $(cat "$NTRDMA_OUT/tcp-fuzz.txt")"
+ktap_check "fuzzed link: cut off and counted (tcp_errors $e0 -> $(info_of A tcp_errors), proto_errors $p0 -> $(info_of A proto_errors))" \
+	test "$(info_of A tcp_errors)" -gt "${e0:-0}"
+# 13
+"$FUZZ" --listen "$FPORT" --to "127.0.0.1:$TCP_PORT" --secs 60 --flip 0 --bad 0 --cut 0 \
+	> /dev/null 2>&1 &
+fpid=$!
+ktap_check "after the fuzz, a clean relay: link up and ping" back_up
+kill $fpid 2>/dev/null
+wait $fpid 2>/dev/null
+# 14
 ip netns del ntA 2>/dev/null
 ip netns del ntB 2>/dev/null
 ktap_check "unload within 20 s" timeout 20 modprobe -r ntrdma

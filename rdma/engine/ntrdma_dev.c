@@ -429,6 +429,9 @@ void ntrdma_dev_remove(struct ntrdma_dev *ndev)
 	ntrdma_debugfs_del(ndev);
 	ndev->peer_quiet = ntrdma_link_stop(ndev);
 	link->ops->events_off(link);
+	/* A forwarding link's peer writes only through the events' thread. */
+	if (ndev->forward)
+		ndev->peer_quiet = true;
 	ntrdma_link_fini(ndev);
 	link->ops->rx_close(link);
 	ntrdma_faces_del(ndev, ndev->peer_quiet);

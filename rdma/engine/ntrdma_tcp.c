@@ -45,6 +45,10 @@ MODULE_PARM_DESC(tcp_connect,
 #define TCP_TX_RING		(2 * NTRDMA_WINDOW_MAX)
 #define TCP_RETRY		(HZ / 5)
 #define TCP_POLL		HZ	/* how often a blocked thread looks up */
+#define TCP_DIAL_TIMEOUT	(3 * HZ)
+#define TCP_HELLO_TIMEOUT	(5 * HZ)
+#define TCP_USER_TIMEOUT_MS	10000	/* unacknowledged data: the peer is gone */
+#define TCP_RX_BUDGET		1024	/* records before the thread lets others run */
 
 struct ntrdma_tcp {
 	struct ntrdma_link link;
@@ -56,6 +60,8 @@ struct ntrdma_tcp {
 	wait_queue_head_t wait;
 	bool enabled;
 	bool up;			/* the peer's HELLO arrived */
+	bool down_seen;			/* the engine saw the link down */
+	unsigned long hello_by;		/* jiffies: the peer's HELLO is late */
 	u32 spad[NTRDMA_SPAD_COUNT];	/* what the peer wrote */
 
 	/* our window buffer (rx_open), under rx_lock */
@@ -147,6 +153,19 @@ static int tx_pending(struct ntrdma_tcp *t, struct kvec *v)
 	return len;
 }
 
+/* The ring overflowed: end the connection now, not at the next poll. */
+static void tcp_tx_broken(struct ntrdma_tcp *t)
+{
+	struct socket *sock = NULL;
+
+	spin_lock_irq(&t->tx_lock);
+	if (t->tx_on && t->tx_broken)
+		sock = t->sock;	/* tcp_end() cancels us before it goes */
+	spin_unlock_irq(&t->tx_lock);
+	if (sock)
+		kernel_sock_shutdown(sock, SHUT_RDWR);
+}
+
 static void tcp_tx_work(struct kthread_work *work)
 {
 	struct ntrdma_tcp *t = container_of(work, struct ntrdma_tcp, tx_work);
@@ -168,8 +187,7 @@ static void tcp_tx_work(struct kthread_work *work)
 		t->tx_tail += rc;
 		spin_unlock_irq(&t->tx_lock);
 	}
-	if (READ_ONCE(t->tx_broken))
-		wake_up(&t->wait);
+	tcp_tx_broken(t);
 }
 
 /* ---- the link ops ---- */
@@ -192,9 +210,17 @@ static int tcp_op_disable(struct ntrdma_link *link)
 	return 0;
 }
 
+/* A down the engine saw: only then may a new connection come up. */
 static bool tcp_op_is_up(struct ntrdma_link *link)
 {
-	return READ_ONCE(to_tcp(link)->up);
+	struct ntrdma_tcp *t = to_tcp(link);
+	bool up = READ_ONCE(t->up);
+
+	if (!up && !READ_ONCE(t->down_seen)) {
+		WRITE_ONCE(t->down_seen, true);
+		wake_up(&t->wait);
+	}
+	return up;
 }
 
 static u32 tcp_op_spad_read(struct ntrdma_link *link, unsigned int idx)
@@ -342,6 +368,9 @@ static int tcp_recv(struct ntrdma_tcp *t, void *buf, u32 len)
 		v.iov_len = len - got;
 		rc = kernel_recvmsg(t->sock, &msg, &v, 1, v.iov_len,
 				    MSG_WAITALL);
+		if (rc == -EAGAIN && !READ_ONCE(t->up) &&
+		    time_after(jiffies, t->hello_by))
+			return -ETIMEDOUT;	/* a silent peer holds no slot */
 		if (rc == -EAGAIN && !tcp_should_end(t))
 			continue;
 		if (rc <= 0)
@@ -352,16 +381,14 @@ static int tcp_recv(struct ntrdma_tcp *t, void *buf, u32 len)
 	return 0;
 }
 
-/* The engine's doorbell handlers expect an interrupt's context. */
+/* The engine's doorbell handlers run with bottom halves off. */
 static void tcp_irq_enter(void)
 {
 	local_bh_disable();
-	local_irq_disable();
 }
 
 static void tcp_irq_exit(void)
 {
-	local_irq_enable();
 	local_bh_enable();
 }
 
@@ -384,12 +411,12 @@ static void tcp_landed(struct ntrdma_tcp *t)
 	tcp_irq_exit();
 }
 
-/* Word stores stay whole, as an NTB writes them; the rest is data. */
+/* Small stores of words stay whole, as an NTB writes them; the rest is data. */
 static void tcp_store(void *dst, const void *src, u32 len)
 {
 	u32 i;
 
-	if (((unsigned long)dst | len) & 3) {
+	if ((((unsigned long)dst | len) & 3) || len > 256) {
 		memcpy(dst, src, len);
 		return;
 	}
@@ -451,15 +478,18 @@ static void tcp_read_records(struct ntrdma_tcp *t)
 	u8 buf[NTRDMA_TCP_HDR_LEN];
 	struct ntrdma_tcp_hdr h;
 	bool first = true, landed = false;
+	unsigned int n = 0;
 	int rc;
 
 	while (!tcp_should_end(t)) {
 		if (landed && !tcp_inq(t->sock->sk)) {
 			tcp_landed(t);
 			landed = false;
+			/* The sender's next records must not wait for an ACK. */
+			tcp_sock_set_quickack(t->sock->sk, 1);
 		}
-		/* The sender's next records must not wait for a delayed ACK. */
-		tcp_sock_set_quickack(t->sock->sk, 1);
+		if (++n % TCP_RX_BUDGET == 0)
+			usleep_range(50, 100);	/* a flood pins no CPU */
 		rc = tcp_recv(t, buf, sizeof(buf));
 		if (rc)
 			break;
@@ -494,6 +524,8 @@ static struct socket *tcp_dial(struct ntrdma_tcp *t)
 {
 	struct socket *sock = tcp_socket(t);
 
+	if (sock)
+		sock->sk->sk_sndtimeo = TCP_DIAL_TIMEOUT;
 	if (sock && kernel_connect(sock, (struct sockaddr *)&t->addr,
 				   sizeof(t->addr), 0)) {
 		sock_release(sock);
@@ -505,15 +537,20 @@ static struct socket *tcp_dial(struct ntrdma_tcp *t)
 static struct socket *tcp_accept(struct ntrdma_tcp *t, struct socket **lsock)
 {
 	struct socket *sock;
+	int rc;
 
 	if (!*lsock) {
 		*lsock = tcp_socket(t);
 		if (!*lsock)
 			return NULL;
 		sock_set_reuseaddr((*lsock)->sk);
-		if (kernel_bind(*lsock, (struct sockaddr *)&t->addr,
-				sizeof(t->addr)) ||
-		    kernel_listen(*lsock, 1)) {
+		rc = kernel_bind(*lsock, (struct sockaddr *)&t->addr,
+				 sizeof(t->addr));
+		if (!rc)
+			rc = kernel_listen(*lsock, 1);
+		if (rc) {
+			dev_warn_ratelimited(t->dev, "cannot listen on %pISpc (%d): trying again\n",
+					     &t->addr, rc);
 			sock_release(*lsock);
 			*lsock = NULL;
 			return NULL;
@@ -543,6 +580,12 @@ static void tcp_start(struct ntrdma_tcp *t, struct socket *sock)
 {
 	tcp_sock_set_nodelay(sock->sk);
 	tcp_set_buffers(sock->sk);
+	tcp_sock_set_user_timeout(sock->sk, TCP_USER_TIMEOUT_MS);
+	sock_set_keepalive(sock->sk);
+	tcp_sock_set_keepidle(sock->sk, 5);
+	tcp_sock_set_keepintvl(sock->sk, 1);
+	tcp_sock_set_keepcnt(sock->sk, 5);
+	t->hello_by = jiffies + TCP_HELLO_TIMEOUT;
 	sock->sk->sk_sndtimeo = MAX_SCHEDULE_TIMEOUT;
 	sock->sk->sk_allocation = GFP_NOIO;
 	sock->sk->sk_use_task_frag = false;
@@ -572,9 +615,24 @@ static void tcp_end(struct ntrdma_tcp *t)
 	kthread_cancel_work_sync(&t->tx_work);
 	sock_release(t->sock);
 	t->sock = NULL;
+	WRITE_ONCE(t->down_seen, false);
 	WRITE_ONCE(t->up, false);
 	memset(t->spad, 0, sizeof(t->spad));
 	ntrdma_link_event(t->ndev);
+}
+
+/*
+ * The next connection comes up only once the engine saw this one go: it
+ * then publishes its session again, into the peer's fresh scratchpads.
+ */
+static void tcp_wait_down_seen(struct ntrdma_tcp *t)
+{
+	while (!kthread_should_stop() && !READ_ONCE(t->down_seen))
+		wait_event_interruptible_timeout(t->wait,
+						 READ_ONCE(t->down_seen) ||
+						 kthread_should_stop(),
+						 TCP_POLL);
+	schedule_timeout_interruptible(TCP_RETRY);
 }
 
 static int tcp_task(void *arg)
@@ -591,13 +649,13 @@ static int tcp_task(void *arg)
 			continue;
 		sock = t->listener ? tcp_accept(t, &lsock) : tcp_dial(t);
 		if (!sock) {
-			if (!t->listener)
-				schedule_timeout_interruptible(TCP_RETRY);
+			schedule_timeout_interruptible(TCP_RETRY);
 			continue;
 		}
 		tcp_start(t, sock);
 		tcp_read_records(t);
 		tcp_end(t);
+		tcp_wait_down_seen(t);
 	}
 	if (lsock)
 		sock_release(lsock);
@@ -639,8 +697,10 @@ static int tcp_alloc_dev(struct ntrdma_tcp *t, int idx)
 	snprintf(name, sizeof(name), "ntrdma_tcp%d", idx);
 	t->dev = root_device_register(name);
 	if (IS_ERR(t->dev)) {
+		int rc = PTR_ERR(t->dev);
+
 		t->dev = NULL;
-		return -ENOMEM;
+		return rc;
 	}
 	/* Windowed mode maps our window buffer and receive buffers. */
 	t->dev->dma_mask = &t->dev->coherent_dma_mask;
