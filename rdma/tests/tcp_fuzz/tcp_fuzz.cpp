@@ -30,11 +30,7 @@
 #include <thread>
 #include <vector>
 
-using u8 = std::uint8_t;
-using u16 = std::uint16_t;
-using u32 = std::uint32_t;
-using u64 = std::uint64_t;
-using s32 = std::int32_t;
+#include "kernel_types.hpp"
 
 extern "C" {
 #include "ntrdma_tcp_wire.h"
