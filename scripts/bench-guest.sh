@@ -857,10 +857,21 @@ fi_once() {
 # FI_ITERS and 100 x FI_ITERS round trips, give the time each further one
 # takes: VAL, in us per half round trip; the tool's figures are in the note.
 fi_run() {
-	local ep=$1 size=$2 n1=$FI_ITERS n2=$((FI_ITERS * 100)) u1
+	local ep=$1 size=$2 n1=$FI_ITERS n2=$((FI_ITERS * 100)) u1 t=$((SECS + 60))
 	[ -z "$FNA" ] || { NOTE=$FNA; return 1; }
 	fi_once "$ep" "$size" "$n1" || return 1
 	u1=$U
+	# The longer run must end within fi_once's limit (t s). When it would
+	# not at u1 per transfer (two per round trip), it gets as many round
+	# trips as fill half of it, at least 10 x n1.
+	n2=$(awk -v u="$u1" -v t="$t" -v n1="$n1" -v n2="$n2" 'BEGIN {
+		if (2 * n2 * u / 1e6 <= t) { print n2; exit }
+		n = int(t / 2 * 1e6 / (2 * u) / n1) * n1
+		print (n >= 10 * n1 ? n : 0) }')
+	[ "$n2" -gt 0 ] || {
+		NOTE="fi_pingpong -e $ep: at $u1 usec/xfer over $n1 round trips, $((10 * n1)) would not end within $t s"
+		return 1
+	}
 	fi_once "$ep" "$size" "$n2" || return 1
 	VAL=$(awk -v a="$u1" -v b="$U" -v n1="$n1" -v n2="$n2" \
 		'BEGIN { v = (b * n2 - a * n1) / (n2 - n1); if (v > 0) printf "%.2f", v }')
