@@ -21,19 +21,23 @@
 # and BENCH_PROBE_MIB (1024): a probe sample is the best of that many runs of
 # that many MiB), BENCH_DOORBELL (as
 # BENCH_LINK: the doorbell round trip), BENCH_ETH ("ntb_netdev ntr0 ntr0-win
-# veth"; ntr0-win: ntrdma in windowed mode, on the NTB without a flat window
-# that ntb_netdev uses), BENCH_ETH_TESTS ("tcp1 tcp4 udp64 sp:tcp sp:tcp:bp
-# sp:udp sp:udp:bp"; sp: sockperf ping-pong, bp: with busy polling for
-# BENCH_BUSY_POLL_US (2000) us), BENCH_RDMA
-# ("ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev
-# rxe@ntr0": ntrdma-poll with adaptive polling (rx_poll_us=50),
-# ntrdma-win in windowed mode; when asked for, ntrdma-pull (every READ up
-# to 1 MiB pulled by the requester: read_pull_max), ntrdma-dma (every
-# direct placement by the DMA channel: place_copybreak=0) and ntrdma-old, an
-# earlier revision (scripts/bench.sh builds it: BENCH_OLD_REV); rxe and
-# siw on the loopback path are the "no link" reference, DRV@NETDEV is what
-# a user with an NTB would run instead of ntrdma, a software RDMA driver
-# over an Ethernet netdev of the NTB, on both hosts: pair topology only),
+# ntr0-tcp veth"; ntr0-win: ntrdma in windowed mode, on the NTB without a
+# flat window that ntb_netdev uses; ntr0-tcp: ntrdma over TCP, on lo in
+# loop, on ntb_netdev in pair: see tcp_up), BENCH_ETH_TESTS ("tcp1 tcp4
+# udp64 sp:tcp sp:tcp:bp sp:udp sp:udp:bp"; sp: sockperf ping-pong, bp:
+# with busy polling for BENCH_BUSY_POLL_US (2000) us), BENCH_RDMA
+# ("ntrdma ntrdma-poll ntrdma-win ntrdma-tcp rxe siw rxe@ntb_netdev
+# siw@ntb_netdev ntrdma-tcp@ntb_netdev rxe@ntr0": ntrdma-poll with adaptive
+# polling (rx_poll_us=50), ntrdma-win in windowed mode, ntrdma-tcp over TCP
+# on lo (loop topology only) and ntrdma-tcp@ntb_netdev over TCP on
+# ntb_netdev between the two guests (pair only); when asked for,
+# ntrdma-pull (every READ up to 1 MiB pulled by the requester:
+# read_pull_max), ntrdma-dma (every direct placement by the DMA channel:
+# place_copybreak=0) and ntrdma-old, an earlier revision (scripts/bench.sh
+# builds it: BENCH_OLD_REV); rxe and siw on the loopback path are the "no
+# link" reference, DRV@NETDEV is what a user with an NTB would run instead
+# of ntrdma, a software RDMA driver over an Ethernet netdev of the NTB, on
+# both hosts: pair topology only),
 # BENCH_RDMA_TESTS (see below; fi:EP:SIZE is libfabric's fi_pingpong,
 # BENCH_FI_ITERS (100) and 100 times as many round trips; pp:KIND:SIZE is
 # rdma-core's ibv_KIND_pingpong, BENCH_PP_ITERS (1000)), BENCH_STORAGE ("nvmeof-rdma nvmeof-tcp@ntr0
@@ -51,9 +55,9 @@ SECS=${BENCH_SECS:-2}
 LAT_ITERS=${BENCH_LAT_ITERS:-1000}
 LINK=${BENCH_LINK:-1}
 DOORBELL=${BENCH_DOORBELL:-$LINK}
-ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 ntr0-win veth"}
+ETH_SYSTEMS=${BENCH_ETH-"ntb_netdev ntr0 ntr0-win ntr0-tcp veth"}
 ETH_TESTS=${BENCH_ETH_TESTS:-"tcp1 tcp4 udp64 sp:tcp sp:tcp:bp sp:udp sp:udp:bp"}
-RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma ntrdma-poll ntrdma-win rxe siw rxe@ntb_netdev siw@ntb_netdev rxe@ntr0"}
+RDMA_SYSTEMS=${BENCH_RDMA-"ntrdma ntrdma-poll ntrdma-win ntrdma-tcp rxe siw rxe@ntb_netdev siw@ntb_netdev ntrdma-tcp@ntb_netdev rxe@ntr0"}
 RDMA_TESTS=${BENCH_RDMA_TESTS:-"write_bw:64 write_bw:4096 write_bw:65536 read_bw:64 read_bw:4096
 	read_bw:65536 send_bw:64 send_bw:4096 send_bw:65536 send_lat:2 send_lat:64 send_lat:4096 write_lat:2
 	read_lat:2 qperf:rc_bw qperf:rc_lat fi:msg:64 fi:msg:4096 fi:msg:65536 fi:rdm:64
@@ -340,6 +344,72 @@ eth_config() { # IFA IFB
 carrier_up() { [ "$($A "cat /sys/class/net/$IFA/carrier" 2>/dev/null)" = 1 ] &&
 	[ "$($B "cat /sys/class/net/$IFB/carrier" 2>/dev/null)" = 1 ]; }
 
+# ---- ntrdma over TCP (rdma/engine/ntrdma_tcp.c) ----------------------------------
+# tcp_up: ntrdma's two TCP devices, ntrdma_tcp0 listening (side A, the
+# client) and ntrdma_tcp1 dialing it (side B, the server); the systems find
+# their netdevs and ib devices by these parent names. Loop: both in this
+# guest on 127.0.0.1, so their connection runs over lo, the path rxe's
+# traffic and siw's take in one guest; ntb_hw_ivshmem is unloaded first, so
+# ntrdma binds no NTB device beside them. Pair: over ntb_netdev, as rxe and
+# siw over ntb_netdev; ntb_transport holds the NTB (ntrdma binds none),
+# ntb_netdev gets TCP_A_IP on a and TCP_B_IP on b, a listens on its address
+# and b dials it. The ntr netdevs then take A_IP and B_IP. Module
+# parameters are per load: tcp_down unloads ntrdma on both guests, so the
+# next system loads it without them. Sets TCP_VIA (what carries the TCP).
+TCP_A_IP=10.79.1.1
+TCP_B_IP=10.79.1.2
+TCP_VIA=
+tcp_up() {
+	local ia='' ib=''
+	TCP_VIA=''
+	clients_down
+	if is_pair; then
+		hw_mode 0 || { SETUP_NOTE="ntb_hw_ivshmem flat_window=0 did not come up"; return 1; }
+		modprobe ntb_netdev && peer "modprobe ntb_netdev" ||
+			{ SETUP_NOTE="modprobe ntb_netdev failed"; return 1; }
+		for _ in $(seq 30); do
+			ia=$(ifaces_by_driver ntb_netdev | head -1)
+			ib=$(peer_iface_by_driver ntb_netdev)
+			[ -n "$ia" ] && [ -n "$ib" ] && break
+			sleep 0.3
+		done
+		[ -n "$ia" ] && [ -n "$ib" ] || { SETUP_NOTE="no ntb_netdev on both sides to carry TCP"; return 1; }
+		{ ip addr flush dev "$ia"; ip addr add $TCP_A_IP/24 dev "$ia" && ip link set "$ia" up; } &&
+			peer "ip addr flush dev $ib; ip addr add $TCP_B_IP/24 dev $ib && ip link set $ib up" ||
+			{ SETUP_NOTE="address setup on ntb_netdev failed"; return 1; }
+		wait_for 30 ping -q -c 1 -W 1 $TCP_B_IP >/dev/null ||
+			{ SETUP_NOTE="no ping over ntb_netdev ($ia, $TCP_A_IP to $TCP_B_IP)"; return 1; }
+		modprobe ntrdma tcp_listen=$TCP_A_IP:$TCP_PORT ||
+			{ SETUP_NOTE="modprobe ntrdma tcp_listen=$TCP_A_IP:$TCP_PORT failed"; return 1; }
+		peer "modprobe ntrdma tcp_connect=$TCP_A_IP:$TCP_PORT" ||
+			{ SETUP_NOTE="modprobe ntrdma tcp_connect=$TCP_A_IP:$TCP_PORT on b failed"; return 1; }
+		TCP_VIA="TCP on ntb_netdev (mtu $(cat "/sys/class/net/$ia/mtu"))"
+	else
+		HW_MODE=
+		rmmod ntb_hw_ivshmem 2>/dev/null
+		[ ! -e /sys/module/ntb_hw_ivshmem ] || log "ntb_hw_ivshmem stays loaded: ntrdma binds its NTB ports too"
+		modprobe ntrdma tcp_listen=127.0.0.1:$TCP_PORT tcp_connect=127.0.0.1:$TCP_PORT ||
+			{ SETUP_NOTE="modprobe ntrdma tcp_listen= tcp_connect=127.0.0.1:$TCP_PORT failed"; return 1; }
+		TCP_VIA="TCP on lo (127.0.0.1)"
+	fi
+}
+
+tcp_down() {
+	local left=
+	timeout 60 modprobe -r ntrdma
+	is_pair && peer "timeout 60 modprobe -r ntrdma"
+	ip netns del bA 2>/dev/null
+	ip netns del bB 2>/dev/null
+	if is_pair; then
+		modprobe -r ntb_netdev ntb_transport
+		peer "modprobe -r ntb_netdev ntb_transport"
+	fi
+	[ -e /sys/module/ntrdma ] && left=a
+	is_pair && peer "[ -e /sys/module/ntrdma ]" && left+=" b"
+	[ -z "$left" ] || log "ntrdma with its TCP devices still loaded in guest(s) $left"
+	return 0
+}
+
 eth_up() {
 	local sys=$1 drv ifs
 	IFA='' IFB='' SETUP_NOTE=''
@@ -386,12 +456,31 @@ eth_up() {
 		fi
 		[ -n "$IFA" ] && [ -n "$IFB" ] || { SETUP_NOTE="no $drv netdev on both sides"; return 1; }
 		;;
+	ntr0-tcp)
+		# the ntr netdevs of ntrdma's TCP devices (tcp_up), by parent
+		tcp_up || return 1
+		wait_for 10 netdev_of ntrdma_tcp0 >/dev/null
+		IFA=$(netdev_of ntrdma_tcp0)
+		if is_pair; then
+			IFB=$(peer_lib "wait_for 10 netdev_of ntrdma_tcp1 >/dev/null; netdev_of ntrdma_tcp1")
+			A="sh -c"
+			B="peer"
+		else
+			wait_for 10 netdev_of ntrdma_tcp1 >/dev/null
+			IFB=$(netdev_of ntrdma_tcp1)
+			[ -n "$IFA" ] && [ -n "$IFB" ] && ns_pair "$IFA" "$IFB" ||
+				{ SETUP_NOTE="no netdevs of ntrdma_tcp0 and ntrdma_tcp1 (found: '$IFA' '$IFB')"; return 1; }
+		fi
+		[ -n "$IFA" ] && [ -n "$IFB" ] ||
+			{ SETUP_NOTE="no netdev of ntrdma_tcp0 here or of ntrdma_tcp1 on b"; return 1; }
+		;;
 	*) SETUP_NOTE="unknown system"; return 1 ;;
 	esac
 	eth_config "$IFA" "$IFB" || { SETUP_NOTE="address setup failed"; return 1; }
 	wait_for 30 carrier_up || { SETUP_NOTE="no carrier within 30 s"; return 1; }
 	wait_for 10 $A "ping -c 1 -W 1 $B_IP >/dev/null" || { SETUP_NOTE="no ping through $sys"; return 1; }
 	ETH_NOTE="mtu $($A "cat /sys/class/net/$IFA/mtu")"
+	[ "$sys" != ntr0-tcp ] || ETH_NOTE+=", over $TCP_VIA"
 	return 0
 }
 
@@ -405,6 +494,7 @@ eth_down() {
 	ntr0 | ntr0-win) modprobe -r ntrdma
 		is_pair && peer "modprobe -r ntrdma"
 		ip netns del bA 2>/dev/null; ip netns del bB 2>/dev/null ;;
+	ntr0-tcp) tcp_down ;;
 	esac
 	return 0
 }
@@ -540,6 +630,13 @@ eth_round() { # ROUND SYSTEM
 }
 
 # ---- RDMA ---------------------------------------------------------------------------
+# ll_ok: both ntr netdevs (IFA on A, IFB on B) have a link-local address that
+# is no longer tentative: GID 0 usable on both ends.
+ll_ok() { ! $A "ip -6 addr show dev $IFA | grep -q tentative" &&
+	$A "ip -6 addr show dev $IFA scope link | grep -q inet6" &&
+	! $B "ip -6 addr show dev $IFB | grep -q tentative" &&
+	$B "ip -6 addr show dev $IFB scope link | grep -q inet6"; }
+
 # rdma_up SYSTEM: sets SRV (server prefix), CLI (client prefix), SDEV/CDEV
 # (server/client ib devices), DST (address the client connects to), CM
 # (-R when the device needs rdma_cm: iWARP).
@@ -615,11 +712,33 @@ rdma_up() {
 			[ -n "$CDEV" ] && [ -n "$SDEV" ] ||
 				{ SETUP_NOTE="no ib device for $IFA/$IFB (ntrdma devices: $devs)"; return 1; }
 		fi
-		# GID 0 usable: link-local address no longer tentative, both ends
-		ll_ok() { ! $A "ip -6 addr show dev $IFA | grep -q tentative" &&
-			$A "ip -6 addr show dev $IFA scope link | grep -q inet6" &&
-			! $B "ip -6 addr show dev $IFB | grep -q tentative" &&
-			$B "ip -6 addr show dev $IFB scope link | grep -q inet6"; }
+		wait_for 15 ll_ok || { SETUP_NOTE="no link-local address on $IFA/$IFB"; return 1; }
+		;;
+	ntrdma-tcp | ntrdma-tcp@ntb_netdev)
+		# The verbs face over ntrdma's TCP devices (tcp_up), used as
+		# ntrdma above; ntr0-tcp up for the out-of-band exchange. The
+		# ib devices are found by parent: ntrdma_tcp0 (client, here),
+		# ntrdma_tcp1 (server: here in loop, on b in pair).
+		if [ "$sys" = ntrdma-tcp ] && is_pair; then
+			SETUP_NOTE="loop topology only: in pair ntrdma's TCP devices run between the guests (ntrdma-tcp@ntb_netdev)"
+			return 1
+		fi
+		if [ "$sys" != ntrdma-tcp ] && ! is_pair; then
+			SETUP_NOTE="needs two kernels (pair topology): in one guest ntrdma's TCP devices run over lo (ntrdma-tcp)"
+			return 1
+		fi
+		install_provider || { SETUP_NOTE="install_provider failed (provider not built?)"; return 1; }
+		eth_up ntr0-tcp || { SETUP_NOTE="ntr0-tcp for the out-of-band exchange: $SETUP_NOTE"; return 1; }
+		wait_for 10 ibdev_of ntrdma_tcp0 >/dev/null
+		CDEV=$(ibdev_of ntrdma_tcp0)
+		if is_pair; then
+			SDEV=$(peer_lib "wait_for 10 ibdev_of ntrdma_tcp1 >/dev/null; ibdev_of ntrdma_tcp1")
+		else
+			SDEV=$(ibdev_of ntrdma_tcp1)
+		fi
+		[ -n "$CDEV" ] && [ -n "$SDEV" ] ||
+			{ SETUP_NOTE="no ib device of ntrdma_tcp0 ('$CDEV') or ntrdma_tcp1 ('$SDEV')"; return 1; }
+		SRV=$B CLI=$A DST=$B_IP GX="-x 0" QCM=
 		wait_for 15 ll_ok || { SETUP_NOTE="no link-local address on $IFA/$IFB"; return 1; }
 		;;
 	*@*) soft_rdma_up "${sys%@*}" "${sys#*@}" || return 1 ;;
@@ -661,6 +780,7 @@ rdma_down() {
 	siw) rdma link delete siw0; ip link del bsiw ;;
 	ntrdma | ntrdma-poll | ntrdma-pull | ntrdma-dma | ntrdma-win) eth_down ntr0 ;;
 	ntrdma-old) eth_down ntr0; old_down ;;
+	ntrdma-tcp | ntrdma-tcp@ntb_netdev) eth_down ntr0-tcp ;;
 	*@*) rdma link delete "${sys%@*}nt" 2>/dev/null
 		is_pair && peer "rdma link delete ${sys%@*}nt" 2>/dev/null
 		eth_down "${sys#*@}" ;;

@@ -17,7 +17,7 @@
 #            the 2 B write/read/send latencies on ntrdma, rxe and siw), every
 #            row required; output in build/bench-quick.
 # Environment: BENCH_REPEATS (3), BENCH_SECS (2), BENCH_LAT_ITERS (1000),
-# BENCH_TOPOS ("loop pair"), BENCH_OUT (build/bench), BENCH_TIMEOUT (2400 s
+# BENCH_TOPOS ("loop pair"), BENCH_OUT (build/bench), BENCH_TIMEOUT (3600 s
 # per topology), and the selections of scripts/bench-guest.sh (BENCH_ETH,
 # BENCH_ETH_TESTS, BENCH_RDMA, BENCH_RDMA_TESTS, BENCH_LINK, BENCH_DOORBELL,
 # BENCH_PROBE_RUNS, BENCH_PROBE_MIB, BENCH_STORAGE, BENCH_STORAGE_TESTS, BENCH_NFS_TESTS,
@@ -40,7 +40,7 @@ ROUNDS=${BENCH_REPEATS:-3}
 RUN_SECS=${BENCH_SECS:-2}
 OUT=${BENCH_OUT:-}
 OUT_SET=${OUT:+1}
-TIMEOUT=${BENCH_TIMEOUT:-2400}
+TIMEOUT=${BENCH_TIMEOUT:-3600}
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -108,6 +108,11 @@ else
 			for s in ntrdma ntrdma-win rxe siw; do
 				REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_send_lat 2 B")
 			done
+			# ntrdma over TCP: on lo in loop, on ntb_netdev in pair
+			REQUIRE+=("$t|ntr0-tcp|iperf3 TCP x1")
+			s=ntrdma-tcp
+			[ "$t" = pair ] && s=ntrdma-tcp@ntb_netdev
+			REQUIRE+=("$t|$s|ib_write_bw 64 KiB" "$t|$s|ib_send_lat 2 B")
 			REQUIRE+=("$t|ntrdma|fi_pingpong MSG 64 B" "$t|ntrdma|fi_pingpong RDM 64 B"
 				  "$t|ntrdma|ibv_rc_pingpong 64 B" "$t|ntrdma|ibv_uc_pingpong 64 B"
 				  "$t|ntrdma|ibv_ud_pingpong 64 B")
