@@ -382,21 +382,11 @@ static int tcp_recv(struct ntrdma_tcp *t, void *buf, u32 len)
 }
 
 /* The engine's doorbell handlers run with bottom halves off. */
-static void tcp_irq_enter(void)
-{
-	local_bh_disable();
-}
-
-static void tcp_irq_exit(void)
-{
-	local_bh_enable();
-}
-
 static void tcp_doorbell(struct ntrdma_tcp *t, unsigned int bit)
 {
-	tcp_irq_enter();
+	local_bh_disable();
 	ntrdma_link_doorbell(t->ndev, bit);
-	tcp_irq_exit();
+	local_bh_enable();
 }
 
 /*
@@ -406,9 +396,9 @@ static void tcp_doorbell(struct ntrdma_tcp *t, unsigned int bit)
  */
 static void tcp_landed(struct ntrdma_tcp *t)
 {
-	tcp_irq_enter();
+	local_bh_disable();
 	ntrdma_link_landed(t->ndev);
-	tcp_irq_exit();
+	local_bh_enable();
 }
 
 /* Small stores of words stay whole, as an NTB writes them; the rest is data. */
